@@ -1,0 +1,222 @@
+"""Training configuration: one dataclass for PPO, GRPO and DAPO (an algorithm is a config).
+
+Fields left at ``None`` are filled by :func:`resolve` from two presets: the *env family*
+(classic control vs. continuous control, see ``ENV_PRESETS``) and the *algorithm*
+(``ALGO_PRESETS``).  Every field's docstring becomes its ``--help`` text.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+ALGOS = ("ppo", "grpo", "dapo")
+TEMPERATURE_MODES = ("fixed", "ema", "decay", "learnable")
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration problem; the CLI prints it as one line and exits 2."""
+
+
+@dataclass
+class TrainConfig:
+    """Train PPO, GRPO or DAPO on a Gymnasium environment."""
+
+    # --- experiment -------------------------------------------------------------------------
+    env: str = "CartPole-v1"
+    """Gymnasium environment id (classic control, MuJoCo, ...)."""
+    algo: str = "dapo"
+    """Algorithm: ppo | grpo | dapo. GRPO here is PPO with one clip range for policy and value plus
+    automatic GAE lambda; it is NOT DeepSeek's critic-free Group Relative Policy Optimization."""
+    total_steps: int = 100_000
+    """Total environment steps (summed over all envs)."""
+    seed: int = 1
+    """Random seed (torch, numpy, environments, sampler)."""
+    device: str = "auto"
+    """auto | cpu | cuda (auto picks CUDA when available); rollout storage and the sampler live there."""
+    run_dir: Optional[str] = None
+    """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    torch_threads: int = 1
+    """CPU threads for torch; small MLPs run fastest single-threaded."""
+
+    # --- rollout ----------------------------------------------------------------------------
+    num_envs: Optional[int] = None
+    """Parallel environments (preset: 8 classic, 1 continuous)."""
+    num_steps: Optional[int] = None
+    """Steps per env per rollout (preset: 32 classic, 2048 continuous)."""
+    norm_obs: Optional[bool] = None
+    """Normalise observations with running statistics (preset: off classic, on continuous)."""
+    norm_reward: Optional[bool] = None
+    """Scale rewards by the running std of the discounted return (preset as norm_obs)."""
+    gamma: Optional[float] = None
+    """Discount factor (preset: 0.98 classic, 0.99 continuous)."""
+    gae_lambda: Optional[float] = None
+    """GAE lambda; the initial value when auto_lambda is on (preset: 0.8 classic, 0.95 continuous)."""
+    auto_lambda: Optional[bool] = None
+    """Adapt lambda to the critic's explained variance (SPEC 2.2; preset: on for grpo only)."""
+    lambda_min: float = 0.9
+    """Lower bound of the automatic lambda (reached when explained variance is 1)."""
+    lambda_max: float = 0.99
+    """Upper bound of the automatic lambda (reached when explained variance is <= 0)."""
+
+    # --- optimisation -----------------------------------------------------------------------
+    num_epochs: Optional[int] = None
+    """Update epochs per rollout (preset: 20 classic, 10 continuous)."""
+    num_minibatches: Optional[int] = None
+    """Minibatches per epoch (preset: 1 classic, 32 continuous)."""
+    lr: Optional[float] = None
+    """Policy learning rate; also the single optimiser's rate for ppo/grpo (preset: 1e-3 classic, 3e-4 continuous)."""
+    critic_lr: float = 1e-3
+    """Value-network learning rate when actor and critic have separate optimisers (dapo)."""
+    anneal_lr: bool = True
+    """Linearly anneal learning rates to zero over training."""
+    policy_lr_drop_step: Optional[int] = None
+    """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
+    policy_lr_drop_factor: float = 0.1
+    """Multiplier applied to the policy learning rate at policy_lr_drop_step."""
+    separate_optimizers: Optional[bool] = None
+    """Separate actor/critic optimisers and learning rates (preset: on for dapo only)."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clip (per network when optimisers are separate)."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient c_H."""
+    vf_coef: float = 0.5
+    """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the actor and critic MLPs."""
+
+    # --- clipping ---------------------------------------------------------------------------
+    clip_eps: float = 0.2
+    """Policy clip eps (eps_pi for dapo, the shared eps for grpo)."""
+    clip_eps_low: Optional[float] = None
+    """Lower policy clip (ratio >= 1-eps_low); None uses clip_eps."""
+    clip_eps_high: Optional[float] = None
+    """Upper policy clip (ratio <= 1+eps_high); > eps_low gives DAPO's clip-higher (e.g. 0.28)."""
+    clip_value: Optional[bool] = None
+    """Clip the value prediction around V_old (preset: off ppo, on grpo with clip_eps, on dapo with eps_V)."""
+    eps_v_start: float = 0.5
+    """DAPO value clip eps_V at the start of training."""
+    eps_v_end: float = 0.3
+    """DAPO value clip eps_V at the end of training."""
+    eps_v_schedule: Literal["linear", "constant"] = "linear"
+    """How eps_V moves from eps_v_start to eps_v_end."""
+
+    # --- dynamic sampling (SPEC 2.3) --------------------------------------------------------
+    dynamic_sampling: Optional[bool] = None
+    """Draw minibatches with p = softmax(|A|/max|A| / T) (preset: on for dapo only)."""
+    window: Optional[int] = None
+    """Sliding-window capacity in transitions (default: one rollout, i.e. purely on-policy)."""
+    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "decay"
+    """Temperature rule: fixed | ema | decay | learnable (ESS target)."""
+    temperature_init: float = 1.0
+    """Initial sampling temperature T."""
+    temperature_decay: float = 0.99
+    """Per-update factor for temperature_mode=decay."""
+    temperature_min: float = 0.2
+    """Floor of T for decay, ema and learnable modes."""
+    ess_target: float = 0.5
+    """Target normalised effective sample size for temperature_mode=learnable."""
+    temperature_lr: float = 0.05
+    """Adam learning rate of log T for temperature_mode=learnable."""
+    importance_correction: bool = False
+    """Weight sampled losses by 1/(N p_i) so the expected gradient equals uniform sampling's."""
+
+    # --- health monitors (SPEC 2.4) ---------------------------------------------------------
+    health_monitors: Optional[bool] = None
+    """Policy-collapse and value-divergence monitors with remedies (preset: on for dapo only)."""
+    collapse_window: int = 10
+    """Episodes in the recent-return mean watched by the collapse monitor."""
+    collapse_drop: float = 0.7
+    """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
+    divergence_window: int = 10
+    """Updates over which a steadily growing value loss counts as divergence."""
+    divergence_factor: float = 10.0
+    """Divergence also needs the value loss to exceed this multiple of its window minimum."""
+
+    # --- outputs ----------------------------------------------------------------------------
+    eval_episodes: int = 10
+    """Evaluation episodes at the end of training (deterministic policy)."""
+    checkpoint_every_s: float = 120.0
+    """Seconds between periodic checkpoints (one is always written at the end and on Ctrl-C)."""
+    progress: bool = True
+    """Show a live progress bar."""
+    tensorboard: bool = True
+    """Write TensorBoard event files to the run directory."""
+
+
+# Env-family presets: "classic" follows the RL-Zoo CartPole tuning, "continuous" CleanRL's MuJoCo PPO.
+ENV_PRESETS = {
+    "classic": dict(num_envs=8, num_steps=32, norm_obs=False, norm_reward=False, gamma=0.98,
+                    gae_lambda=0.8, num_epochs=20, num_minibatches=1, lr=1e-3),
+    "continuous": dict(num_envs=1, num_steps=2048, norm_obs=True, norm_reward=True, gamma=0.99,
+                       gae_lambda=0.95, num_epochs=10, num_minibatches=32, lr=3e-4),
+}
+ALGO_PRESETS = {
+    "ppo": dict(auto_lambda=False, separate_optimizers=False, clip_value=False, dynamic_sampling=False,
+                health_monitors=False),
+    "grpo": dict(auto_lambda=True, separate_optimizers=False, clip_value=True, dynamic_sampling=False,
+                 health_monitors=False),
+    "dapo": dict(auto_lambda=False, separate_optimizers=True, clip_value=True, dynamic_sampling=True,
+                 health_monitors=True),
+}
+
+
+def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
+    """Fill ``None`` fields from the env-family and algorithm presets, then validate."""
+    if cfg.algo not in ALGOS:
+        raise ConfigError(f"unknown --algo '{cfg.algo}'; choose one of: {', '.join(ALGOS)}")
+    filled = {}
+    for preset in (ENV_PRESETS[env_family], ALGO_PRESETS[cfg.algo]):
+        filled.update({k: v for k, v in preset.items() if getattr(cfg, k) is None})
+    out = dataclasses.replace(cfg, **filled)
+    if out.window is None:
+        out.window = out.num_envs * out.num_steps
+    validate(out)
+    return out
+
+
+def _require(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ConfigError(msg)
+
+
+def validate(c: TrainConfig) -> None:
+    """Reject impossible hyper-parameters with a message that names the fix."""
+    _require(c.algo in ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(ALGOS)}")
+    _require(c.device in ("auto", "cpu", "cuda") or c.device.startswith("cuda:"),
+             f"--device must be auto, cpu or cuda, got '{c.device}'")
+    _require(c.total_steps > 0, f"--total-steps must be positive, got {c.total_steps}")
+    for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes",
+                 "collapse_window", "divergence_window", "torch_threads"):
+        v = getattr(c, name)
+        _require(v is None or v >= (0 if name == "eval_episodes" else 1),
+                 f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    batch = c.num_envs * c.num_steps
+    _require(batch % c.num_minibatches == 0,
+             f"rollout size num_envs*num_steps={batch} is not divisible by --num-minibatches "
+             f"{c.num_minibatches}; pick a divisor")
+    for name in ("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr",
+                 "critic_lr", "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm"):
+        v = getattr(c, name)
+        _require(v is None or v > 0, f"--{name.replace('_', '-')} must be positive, got {v}")
+    for name in ("clip_eps", "clip_eps_low"):
+        v = getattr(c, name)
+        _require(v is None or v < 1, f"--{name.replace('_', '-')} must be < 1 (ratio >= 1-eps > 0), got {v}")
+    for name in ("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"):
+        v = getattr(c, name)
+        _require(v is None or 0 < v <= 1, f"--{name.replace('_', '-')} must be in (0, 1], got {v}")
+    _require(c.lambda_min <= c.lambda_max,
+             f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
+    _require(0 < c.temperature_decay <= 1, f"--temperature-decay must be in (0, 1], got {c.temperature_decay}")
+    _require(c.temperature_mode in TEMPERATURE_MODES,
+             f"unknown --temperature-mode '{c.temperature_mode}'; choose one of: {', '.join(TEMPERATURE_MODES)}")
+    _require(c.ent_coef >= 0 and c.vf_coef >= 0, "--ent-coef and --vf-coef must be >= 0")
+    _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
+    _require(c.divergence_factor > 1, f"--divergence-factor must be > 1, got {c.divergence_factor}")
+    _require(all(h > 0 for h in c.hidden_sizes) and len(c.hidden_sizes) > 0,
+             f"--hidden-sizes must be positive integers, got {c.hidden_sizes}")
+    minibatch = batch // c.num_minibatches
+    _require(c.window is None or c.window >= minibatch,
+             f"--window {c.window} is smaller than a minibatch ({minibatch}); use --window >= {minibatch}")

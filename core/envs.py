@@ -1,0 +1,176 @@
+"""Environment construction and observation/reward normalisation (statistics live in checkpoints)."""
+from __future__ import annotations
+
+import difflib
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from torch import Tensor
+
+from core.config import ConfigError
+
+
+def _ensure_registered(env_id: str) -> None:
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+        except ImportError as e:
+            raise ConfigError(f"{env_id} needs ale-py; install it with: pip install 'gymnasium[atari]'") from e
+        gym.register_envs(ale_py)
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise a ConfigError naming close matches when ``env_id`` is not registered."""
+    _ensure_registered(env_id)
+    if env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for ids"
+    raise ConfigError(f"unknown --env '{env_id}'{hint}")
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    """Synchronous vector env with *same-step* autoreset: the step that ends an episode already
+    returns the next episode's first observation and the final one in ``info['final_obs']``."""
+    check_env_id(env_id)
+    try:
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
+        raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
+    env_family(envs.single_observation_space, envs.single_action_space, env_id)
+    return envs
+
+
+def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> str:
+    """``classic`` (Discrete actions) or ``continuous`` (Box actions); flat Box observations only."""
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise ConfigError(f"env '{env_id}' has observation space {obs_space}; only flat Box observations "
+                          "are supported by the MLP trainer")
+    if isinstance(act_space, gym.spaces.Discrete):
+        return "classic"
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        return "continuous"
+    raise ConfigError(f"env '{env_id}' has action space {act_space}; supported: Discrete, 1-D Box")
+
+
+class RunningMeanStd:
+    """Streaming mean/variance (Chan et al. parallel update) over the batch axis, on a device.
+    x ``(B, *shape)``; float64 so long runs do not drift."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device):
+        self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
+        self.var = torch.ones(shape, dtype=torch.float64, device=device)
+        self.count = 1e-4
+
+    def update(self, x: Tensor) -> None:
+        x = x.to(torch.float64)
+        b_mean, b_var, b = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+        delta, total = b_mean - self.mean, self.count + b
+        self.mean = self.mean + delta * b / total
+        self.var = (self.var * self.count + b_var * b + delta.pow(2) * self.count * b / total) / total
+        self.count = total
+
+    def state_dict(self) -> dict:
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.mean, self.var, self.count = s["mean"].to(self.mean.device), s["var"].to(self.var.device), s["count"]
+
+
+class ObsNormalizer:
+    """``clip((obs - mean) / sqrt(var + 1e-8), -10, 10)`` with running statistics; identity when off."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device, enabled: bool, clip: float = 10.0):
+        self.enabled, self.clip = enabled, clip
+        self.rms = RunningMeanStd(shape, device)
+
+    def __call__(self, obs: Tensor, update: bool = False) -> Tensor:
+        if not self.enabled:
+            return obs
+        if update:
+            self.rms.update(obs)
+        out = (obs - self.rms.mean) / torch.sqrt(self.rms.var + 1e-8)
+        return out.clamp(-self.clip, self.clip).to(obs.dtype)
+
+    def state_dict(self) -> dict:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s)
+
+
+class RewardScaler:
+    """Divide rewards by the running std of each env's discounted return (as gymnasium's
+    NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off."""
+
+    def __init__(self, num_envs: int, gamma: float, device: torch.device, enabled: bool, clip: float = 10.0):
+        self.enabled, self.gamma, self.clip = enabled, gamma, clip
+        self.rms = RunningMeanStd((), device)
+        self.discounted = torch.zeros(num_envs, dtype=torch.float64, device=device)
+
+    def __call__(self, rewards: Tensor, dones: Tensor) -> Tensor:
+        """rewards ``(N,)``, dones ``(N,)`` bool (episode ended at this step) -> scaled ``(N,)``."""
+        if not self.enabled:
+            return rewards
+        self.discounted = self.discounted * self.gamma + rewards.to(torch.float64)
+        self.rms.update(self.discounted)
+        self.discounted = torch.where(dones, torch.zeros_like(self.discounted), self.discounted)
+        return (rewards / torch.sqrt(self.rms.var + 1e-8)).clamp(-self.clip, self.clip).to(rewards.dtype)
+
+    def state_dict(self) -> dict:
+        return {"rms": self.rms.state_dict(), "discounted": self.discounted}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s["rms"])
+        self.discounted = s["discounted"].to(self.discounted.device)
+
+
+def to_env_actions(actions: Tensor, act_space: gym.Space) -> np.ndarray:
+    """Tensor actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
+    (the stored, unclipped action keeps the log-prob consistent)."""
+    a = actions.cpu().numpy()
+    if isinstance(act_space, gym.spaces.Box):
+        a = np.clip(a, act_space.low, act_space.high)
+    return a
+
+
+def save_env_states(envs: gym.vector.SyncVectorEnv) -> bytes:
+    """Pickle the sub-environments mid-episode so a resumed run continues them exactly.
+
+    Plain Python envs pickle their full state; MuJoCo envs pickle only their constructor arguments
+    (EzPickle), so their integration state and RNG are saved alongside and put back on load."""
+    import pickle
+
+    snaps = []
+    for env in envs.envs:
+        u, extra = env.unwrapped, None
+        if hasattr(u, "model") and hasattr(u, "data"):
+            import mujoco
+
+            spec = mujoco.mjtState.mjSTATE_INTEGRATION
+            state = np.empty(mujoco.mj_stateSize(u.model, spec))
+            mujoco.mj_getState(u.model, u.data, state, spec)
+            extra = (state, u.np_random.bit_generator.state)
+        snaps.append((env, extra))
+    return pickle.dumps(snaps)
+
+
+def load_env_states(envs: gym.vector.SyncVectorEnv, blob: bytes) -> None:
+    import pickle
+
+    restored = []
+    for env, extra in pickle.loads(blob):
+        if extra is not None:
+            import mujoco
+
+            u = env.unwrapped
+            mujoco.mj_setState(u.model, u.data, extra[0], mujoco.mjtState.mjSTATE_INTEGRATION)
+            mujoco.mj_forward(u.model, u.data)
+            u.np_random.bit_generator.state = extra[1]
+        restored.append(env)
+    if len(restored) != envs.num_envs:
+        raise ConfigError(f"checkpoint holds {len(restored)} envs but the run uses {envs.num_envs}")
+    envs.envs = restored

@@ -1,0 +1,86 @@
+"""Training-health monitors (SPEC 2.4): each watches a statistic, names an event and suggests a remedy.
+
+The monitors only *detect*; the trainer applies the remedies so that they stay testable in isolation:
+- ``policy_collapse`` -> restore the actor from its best snapshot, enlarge eps_pi by 50%.
+- ``value_divergence`` -> halve the critic learning rate, enlarge eps_V by 20%.
+- ``non_finite`` -> skip the update, restore the last healthy snapshot.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Iterable
+
+
+class PolicyCollapseMonitor:
+    """Fires when recent returns lose most of the improvement made so far.
+
+    Let ``m`` be the mean of the last ``window`` episode returns, ``m0`` its first value (once the
+    window is full) and ``m*`` its best.  The monitor fires when ``m*`` improved on ``m0`` and
+    ``m* - m >= drop * (m* - m0)``: returns fell back most of the way towards where training started.
+    Measuring the drop relative to the gain works for negative returns too.  After firing the window
+    is emptied, so the restored policy gets ``window`` fresh episodes before it can fire again.
+    """
+
+    def __init__(self, window: int = 10, drop: float = 0.7):
+        self.window, self.drop = window, drop
+        self.recent: deque[float] = deque(maxlen=window)
+        self.first_mean = math.nan
+        self.best_mean = -math.inf
+
+    def observe(self, episode_returns: Iterable[float]) -> tuple[bool, bool]:
+        """Feed finished episodes; returns ``(collapsed, new_best)``; ``new_best`` means snapshot now."""
+        self.recent.extend(episode_returns)
+        if len(self.recent) < self.window:
+            return False, False
+        mean = sum(self.recent) / len(self.recent)
+        if math.isnan(self.first_mean):
+            self.first_mean = mean
+        if mean > self.best_mean:
+            self.best_mean = mean
+            return False, True
+        gain = self.best_mean - self.first_mean
+        if gain > 0 and self.best_mean - mean >= self.drop * gain:
+            self.recent.clear()
+            return True, False
+        return False, False
+
+    def state_dict(self) -> dict:
+        return {"recent": list(self.recent), "first_mean": self.first_mean, "best_mean": self.best_mean}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.recent = deque(s["recent"], maxlen=self.window)
+        self.first_mean, self.best_mean = s["first_mean"], s["best_mean"]
+
+
+class ValueDivergenceMonitor:
+    """Fires when the value loss rose in each of the last ``window`` updates *and* ended more than
+    ``factor`` times its window minimum (a steady blow-up, not noise).  Empties its history on firing."""
+
+    def __init__(self, window: int = 10, factor: float = 10.0):
+        self.window, self.factor = window, factor
+        self.history: deque[float] = deque(maxlen=window + 1)
+
+    def observe(self, value_loss: float) -> bool:
+        self.history.append(value_loss)
+        if len(self.history) <= self.window:
+            return False
+        h = list(self.history)
+        rising = all(b > a for a, b in zip(h, h[1:]))
+        if rising and h[-1] > self.factor * min(h):
+            self.history.clear()
+            return True
+        return False
+
+    def state_dict(self) -> dict:
+        return {"history": list(self.history)}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.history = deque(s["history"], maxlen=self.window + 1)
+
+
+def all_finite(tensors: Iterable) -> bool:
+    """True when every tensor (e.g. a loss, or a module's parameters) is free of NaN and Inf."""
+    import torch
+
+    return all(bool(torch.isfinite(t).all()) for t in tensors)

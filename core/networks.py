@@ -1,0 +1,78 @@
+"""Actor and critic networks (CleanRL-style MLPs with orthogonal init)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.distributions import Categorical, Distribution, Normal
+
+
+def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn.Sequential:
+    """Tanh MLP; orthogonal weights (gain sqrt(2) hidden, ``out_gain`` output), zero biases."""
+    layers, d = [], in_dim
+    for h in hidden:
+        layers += [_init(nn.Linear(d, h), math.sqrt(2)), nn.Tanh()]
+        d = h
+    layers.append(_init(nn.Linear(d, out_dim), out_gain))
+    return nn.Sequential(*layers)
+
+
+def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class CategoricalActor(nn.Module):
+    """Discrete actions: logits from an MLP. obs ``(B, D)`` -> Categorical over ``n`` actions."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]):
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01)
+
+    def distribution(self, obs: Tensor) -> Distribution:
+        return Categorical(logits=self.net(obs))
+
+    def log_prob(self, dist: Distribution, actions: Tensor) -> Tensor:
+        return dist.log_prob(actions)  # (B,)
+
+    def entropy(self, dist: Distribution) -> Tensor:
+        return dist.entropy()  # (B,)
+
+    def mode(self, obs: Tensor) -> Tensor:
+        return self.net(obs).argmax(-1)
+
+
+class GaussianActor(nn.Module):
+    """Box actions: diagonal Gaussian, MLP mean and state-independent log-std. obs ``(B, D)``."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int]):
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, act_dim, out_gain=0.01)
+        self.log_std = nn.Parameter(torch.zeros(act_dim))
+
+    def distribution(self, obs: Tensor) -> Distribution:
+        mean = self.net(obs)
+        return Normal(mean, self.log_std.exp().expand_as(mean))
+
+    def log_prob(self, dist: Distribution, actions: Tensor) -> Tensor:
+        return dist.log_prob(actions).sum(-1)  # (B,)
+
+    def entropy(self, dist: Distribution) -> Tensor:
+        return dist.entropy().sum(-1)  # (B,)
+
+    def mode(self, obs: Tensor) -> Tensor:
+        return self.net(obs)
+
+
+class Critic(nn.Module):
+    """State value: obs ``(B, D)`` -> ``(B,)``."""
+
+    def __init__(self, obs_dim: int, hidden: Sequence[int]):
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, 1, out_gain=1.0)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.net(obs).squeeze(-1)

@@ -1,0 +1,36 @@
+"""Learning-curve plots from ``metrics.csv``."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+
+def plot_learning_curve(metrics_csv: Path, out_png: Path, title: str) -> None:
+    """Episode return per update (dots) and its 10-update moving average (line) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from core.logging import read_metrics
+
+    m = read_metrics(metrics_csv)
+    steps = np.array(m.get("global_step", []))
+    ret = np.array(m.get("rollout/ep_return_mean", []))
+    ok = ~np.isnan(ret) if len(ret) else np.array([], dtype=bool)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    if ok.any():
+        ax.plot(steps[ok], ret[ok], ".", alpha=0.3, ms=3, label="per update")
+        k = min(10, int(ok.sum()))
+        smooth = np.convolve(ret[ok], np.ones(k) / k, mode="valid")
+        ax.plot(steps[ok][k - 1:], smooth, lw=2, label=f"{k}-update mean")
+        ax.legend(loc="lower right")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png)
+    plt.close(fig)

@@ -1,0 +1,84 @@
+"""``dapo run``: one experiment end to end (train, checkpoint, evaluate, summarise, plot)."""
+from __future__ import annotations
+
+import dataclasses
+import signal
+import time
+from pathlib import Path
+
+import gymnasium as gym
+
+from core.checkpoint import atomic_write, load_checkpoint, write_json
+from core.cli_config import write_yaml_config
+from core.config import ConfigError, TrainConfig, resolve
+from core.envs import check_env_id, env_family
+from core.evaluation import evaluate, mean_std
+from core.logging import MetricLogger, Progress
+from core.plotting import plot_learning_curve
+from core.trainer import Trainer
+
+
+def resolve_for_env(cfg: TrainConfig) -> TrainConfig:
+    """Validate the env id, detect its family (classic / continuous) and fill the presets."""
+    check_env_id(cfg.env)
+    try:
+        env = gym.make(cfg.env)
+    except Exception as e:
+        raise ConfigError(f"cannot create env '{cfg.env}': {type(e).__name__}: {e}") from e
+    family = env_family(env.observation_space, env.action_space, cfg.env)
+    env.close()
+    return resolve(cfg, family)
+
+
+def default_run_dir(cfg: TrainConfig) -> Path:
+    name = cfg.env.replace("/", "-")
+    return Path("runs") / f"{name}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_run_dir(cfg: TrainConfig, resume: bool) -> Path:
+    run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
+    if not resume and (run_dir / "checkpoint.pt").exists():
+        raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} "
+                          "or choose another --run-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def run_experiment(cfg: TrainConfig, resume: bool = False) -> dict:
+    """Train (or continue) a run and write config.yaml, metrics.csv, tb/, checkpoint.pt,
+    summary.json and learning_curve.png into its directory.  Returns the summary."""
+    cfg = resolve_for_env(cfg)
+    run_dir = prepare_run_dir(cfg, resume)
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
+    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+    atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    trainer = Trainer(cfg, run_dir, checkpoint)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
+    progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress)
+
+    def request_stop(signum, frame):  # finish the current update, checkpoint, exit; a 2nd Ctrl-C aborts
+        trainer.stop_requested = True
+        signal.signal(signal.SIGINT, previous)
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        trainer.train(logger, progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        progress.close()
+        logger.close()
+    plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}")
+    if trainer.stop_requested:
+        raise KeyboardInterrupt
+    eval_returns = (evaluate(cfg.env, trainer.actor, trainer.obs_norm, cfg.eval_episodes, cfg.seed + 10_000,
+                             trainer.device) if cfg.eval_episodes > 0 else [float("nan")])
+    eval_mean, eval_std = mean_std(eval_returns)
+    summary = {
+        "env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "total_steps": trainer.global_step,
+        "wall_time_s": round(trainer.elapsed, 2), "sps": round(trainer.global_step / max(trainer.elapsed, 1e-9), 1),
+        "final_return_mean": trainer.recent_return(), "eval_return_mean": eval_mean, "eval_return_std": eval_std,
+        "eval_episodes": cfg.eval_episodes, "health_events": dict(trainer.health_counts),
+        "health_event_log": trainer.health_events, "device": str(trainer.device), "run_dir": str(run_dir),
+    }
+    write_json(run_dir / "summary.json", summary)
+    return summary

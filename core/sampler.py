@@ -1,0 +1,186 @@
+"""DAPO's dynamic advantage-weighted sampler over a sliding window (SPEC 2.3).
+
+For the ``N`` transitions in the window::
+
+    w_i = |A_i| / max_j |A_j|          (in [0, 1])
+    p_i = softmax(w / T)_i              (T -> inf: uniform; small T: peaked on large |A|)
+
+Minibatches are drawn with replacement from ``p`` (``torch.multinomial`` on the window's device).
+With importance correction each sampled loss is multiplied by ``1 / (N p_i)``; since
+``E_{i~p}[1/(N p_i) g_i] = (1/N) sum_i g_i``, the expected minibatch gradient equals uniform
+sampling's, and ``E_p[1/(N p_i)] = 1`` keeps the loss scale.
+
+The temperature follows one of four rules (:class:`Temperature`).  The normalised effective sample
+size ``ESS = 1 / (N sum_i p_i^2)`` (1 = uniform, 1/N = one sample) is logged every update.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+
+class Transitions(NamedTuple):
+    """Flat transitions, each field ``(B, ...)``; ``logp_old`` and ``values_old`` are the behaviour
+    policy's and critic's outputs at collection time, so stale samples are clipped against their own."""
+
+    obs: Tensor
+    actions: Tensor
+    logp_old: Tensor
+    values_old: Tensor
+    advantages: Tensor
+    returns: Tensor
+
+
+def sampling_probs(adv: Tensor, temperature: float | Tensor) -> Tensor:
+    """``p = softmax((|A| / max|A|) / T)``.  adv ``(N,)`` -> ``(N,)``; all-zero advantages give uniform p."""
+    mag = adv.abs()
+    w = mag / mag.max().clamp_min(1e-12)
+    return torch.softmax(w / temperature, dim=0)
+
+
+def effective_sample_size(p: Tensor) -> Tensor:
+    """Normalised ESS ``1 / (N sum p_i^2)`` of a distribution ``p`` ``(N,)``; in ``[1/N, 1]``."""
+    return 1.0 / (p.numel() * p.pow(2).sum())
+
+
+class Temperature:
+    """Sampling temperature ``T`` and its update rule.
+
+    - ``fixed``: ``T`` stays at ``init``.
+    - ``ema``: after each rollout ``T <- 0.9 T + 0.1 std(w)`` (follows the spread of advantages).
+    - ``decay``: after each update ``T <- decay * T``.
+    - ``learnable``: ``log T`` is trained like SAC's entropy temperature: the loss
+      ``log T * (ESS - target)`` has gradient ``ESS - target``, so T falls while the sampling is
+      flatter than the target and rises while it is more peaked (ESS grows monotonically with T).
+    ``decay``, ``ema`` and ``learnable`` are floored at ``minimum``.
+    """
+
+    def __init__(self, mode: str, init: float = 1.0, decay: float = 0.99, minimum: float = 0.0,
+                 ess_target: float = 0.5, lr: float = 0.05, learn_steps: int = 10):
+        self.mode, self.decay, self.minimum = mode, decay, minimum
+        self.ess_target, self.learn_steps = ess_target, learn_steps
+        self.log_t = torch.tensor(math.log(init), requires_grad=True)
+        self.optimizer = torch.optim.Adam([self.log_t], lr=lr) if mode == "learnable" else None
+
+    @property
+    def value(self) -> float:
+        return float(self.log_t.detach().exp())
+
+    def _set(self, t: float) -> None:
+        with torch.no_grad():
+            self.log_t.fill_(math.log(max(t, self.minimum, 1e-8)))
+
+    def on_rollout(self, adv: Tensor) -> None:
+        """``ema`` and ``learnable`` rules, once per rollout, given the window's advantages ``(N,)``."""
+        if self.mode == "ema":
+            mag = adv.abs()
+            w = mag / mag.max().clamp_min(1e-12)
+            self._set(0.9 * self.value + 0.1 * float(w.std(unbiased=False)))
+        elif self.mode == "learnable":
+            adv = adv.detach().cpu()
+            for _ in range(self.learn_steps):
+                with torch.no_grad():
+                    ess = float(effective_sample_size(sampling_probs(adv, self.log_t.exp())))
+                self.optimizer.zero_grad()
+                (self.log_t * (ess - self.ess_target)).backward()
+                self.optimizer.step()
+            self._set(self.value)  # apply the floor
+
+    def on_update(self) -> None:
+        """``decay`` rule, once after each update."""
+        if self.mode == "decay":
+            self._set(self.value * self.decay)
+
+    def state_dict(self) -> dict:
+        return {"log_t": self.log_t.detach().clone(),
+                "optimizer": self.optimizer.state_dict() if self.optimizer else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        with torch.no_grad():
+            self.log_t.copy_(state["log_t"])
+        if self.optimizer is not None and state["optimizer"] is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+
+class DynamicSampler:
+    """Sliding window of the most recent transitions, on the training device, with minibatch sampling.
+
+    ``dynamic=False`` gives classic PPO minibatching: a fresh permutation each epoch, no replacement.
+    ``dynamic=True`` draws with replacement from ``p = softmax(|A|/max|A| / T)``.
+    """
+
+    def __init__(self, capacity: int, device: torch.device, temperature: Optional[Temperature] = None,
+                 dynamic: bool = True, importance_correction: bool = False, seed: int = 0):
+        if capacity < 1:
+            raise ValueError(f"sampler capacity must be >= 1, got {capacity}")
+        self.capacity, self.device = capacity, torch.device(device)
+        self.temperature = temperature or Temperature("fixed")
+        self.dynamic, self.importance_correction = dynamic, importance_correction
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.data: Optional[Transitions] = None
+        self.size = 0   # filled slots
+        self.head = 0   # next slot to write (ring buffer)
+
+    def add(self, batch: Transitions) -> None:
+        """Append ``B`` transitions, dropping the oldest beyond ``capacity``."""
+        b = batch.obs.shape[0]
+        if self.data is None:
+            self.data = Transitions(*(torch.zeros((self.capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
+                                      for x in batch))
+        if b > self.capacity:  # only the most recent `capacity` transitions survive
+            batch = Transitions(*(x[-self.capacity:] for x in batch))
+            b = self.capacity
+        idx = (self.head + torch.arange(b, device=self.device)) % self.capacity
+        for store, x in zip(self.data, batch):
+            store[idx] = x.to(self.device)
+        self.head = (self.head + b) % self.capacity
+        self.size = min(self.size + b, self.capacity)
+
+    def window(self) -> Transitions:
+        """The stored transitions, ``(size, ...)`` each (storage order, not time order)."""
+        return Transitions(*(x[: self.size] for x in self.data))
+
+    def probabilities(self) -> Tensor:
+        """Sampling distribution over the window ``(size,)``."""
+        adv = self.data.advantages[: self.size]
+        if not self.dynamic:
+            return torch.full_like(adv, 1.0 / self.size)
+        return sampling_probs(adv, self.temperature.value)
+
+    def minibatches(self, num_minibatches: int, minibatch_size: int) -> Iterator[tuple[Tensor, Optional[Tensor]]]:
+        """One epoch: ``num_minibatches`` pairs ``(indices (M,), weights (M,) or None)``."""
+        n = self.size
+        if not self.dynamic:
+            total = num_minibatches * minibatch_size  # enough permutations to cover one epoch
+            perm = torch.cat([torch.randperm(n, generator=self.generator, device=self.device)
+                              for _ in range(-(-total // n))])
+            for k in range(num_minibatches):
+                yield perm[k * minibatch_size:(k + 1) * minibatch_size], None
+            return
+        p = self.probabilities()
+        draws = torch.multinomial(p, num_minibatches * minibatch_size, replacement=True, generator=self.generator)
+        weights = 1.0 / (n * p[draws]) if self.importance_correction else None
+        for k in range(num_minibatches):
+            sl = slice(k * minibatch_size, (k + 1) * minibatch_size)
+            yield draws[sl], None if weights is None else weights[sl]
+
+    def stats(self) -> dict[str, float]:
+        """``sampler/`` metrics: T, ESS, and the largest ``N p_i`` (how much more likely than uniform)."""
+        p = self.probabilities()
+        return {"sampler/temperature": self.temperature.value,
+                "sampler/ess": float(effective_sample_size(p)),
+                "sampler/max_weight": float(p.max() * p.numel())}
+
+    def state_dict(self) -> dict:
+        return {"data": self.data, "size": self.size, "head": self.head,
+                "generator": self.generator.get_state(), "temperature": self.temperature.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.data = None if state["data"] is None else Transitions(*(x.to(self.device) for x in state["data"]))
+        self.size, self.head = state["size"], state["head"]
+        self.generator.set_state(state["generator"])
+        self.temperature.load_state_dict(state["temperature"])

@@ -1,0 +1,302 @@
+"""The on-policy trainer shared by PPO, GRPO and DAPO: collect -> advantages -> sample -> update.
+
+The three algorithms differ only in their resolved :class:`TrainConfig` (clip ranges, value clip,
+auto-lambda, optimiser split, dynamic sampling, monitors); the loop below is written once.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from collections import deque
+from pathlib import Path
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from core import schedules
+from core.advantages import AutoLambda, gae, next_state_values
+from core.checkpoint import save_checkpoint
+from core.config import ConfigError, TrainConfig
+from core.envs import ObsNormalizer, RewardScaler, make_vec_env
+from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
+from core.logging import MetricLogger
+from core.losses import combined_objective, entropy_bonus, explained_variance, policy_loss, value_loss
+from core.networks import CategoricalActor, Critic, GaussianActor
+from core.rollout import Collector, Rollout
+from core.sampler import DynamicSampler, Temperature, Transitions
+
+EPS_PI_MAX = 0.5  # the collapse remedy never widens the policy clip beyond this
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("--device cuda requested but CUDA is not available; use --device auto or cpu")
+    return torch.device(name)
+
+
+def build_actor(obs_space: gym.Space, act_space: gym.Space, hidden) -> torch.nn.Module:
+    obs_dim = int(np.prod(obs_space.shape))
+    if isinstance(act_space, gym.spaces.Discrete):
+        return CategoricalActor(obs_dim, int(act_space.n), hidden)
+    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden)
+
+
+def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> Transitions:
+    """(T, N, ...) rollout -> (T*N, ...) transitions for the sampler."""
+    def flat(x):
+        return x.reshape(-1, *x.shape[2:])
+    return Transitions(flat(rollout.obs), flat(rollout.actions), flat(rollout.logp), flat(rollout.values),
+                       flat(advantages), flat(returns))
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.device = pick_device(cfg.device)
+        torch.set_num_threads(cfg.torch_threads)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.envs = make_vec_env(cfg.env, cfg.num_envs)
+        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        self.actor = build_actor(obs_space, act_space, cfg.hidden_sizes).to(self.device)
+        self.critic = Critic(int(np.prod(obs_space.shape)), cfg.hidden_sizes).to(self.device)
+        # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
+        # two optimisers; "separate" means separate learning rates and per-network gradient clipping.
+        self.optimizer = torch.optim.Adam([{"params": self.actor.parameters()},
+                                           {"params": self.critic.parameters()}], lr=cfg.lr, eps=1e-5)
+        self.obs_norm = ObsNormalizer(obs_space.shape, self.device, cfg.norm_obs)
+        self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, self.device, cfg.norm_reward)
+        self.collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, cfg.seed)
+        temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
+                                  cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
+        self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
+                                      cfg.importance_correction, seed=cfg.seed)
+        self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
+        self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop)
+        self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
+        # Remedies act through these multipliers on the scheduled values.
+        self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0
+        self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
+        self.health_events: list[dict] = []
+        self.best_actor = copy.deepcopy(self.actor.state_dict())
+        self.last_good = self._snapshot()
+        self.global_step, self.iteration, self.elapsed = 0, 0, 0.0
+        self.recent_returns: deque[float] = deque(maxlen=10)
+        self.stop_requested = False
+        if checkpoint is not None:
+            self.load_state_dict(checkpoint)
+
+    # --- schedules ---------------------------------------------------------------------------
+    def clip_ranges(self) -> tuple[float, float, Optional[float]]:
+        """(eps_low, eps_high, eps_V or None) at the current progress, including health remedies."""
+        c, progress = self.cfg, self.global_step / self.cfg.total_steps
+        low = min((c.clip_eps_low or c.clip_eps) * self.eps_pi_scale, EPS_PI_MAX)
+        high = min((c.clip_eps_high or c.clip_eps) * self.eps_pi_scale, EPS_PI_MAX)
+        if not c.clip_value:
+            return low, high, None
+        if not c.separate_optimizers:  # grpo: one clip range for policy and value
+            return low, high, c.clip_eps * self.eps_pi_scale
+        return low, high, schedules.eps_v(c.eps_v_start, c.eps_v_end, c.eps_v_schedule, progress) * self.eps_v_scale
+
+    def _set_learning_rates(self) -> tuple[float, float]:
+        c, progress = self.cfg, self.global_step / self.cfg.total_steps
+        lr_pi = schedules.policy_lr(c.lr, progress, c.anneal_lr, self.global_step, c.policy_lr_drop_step,
+                                    c.policy_lr_drop_factor)
+        base_v = c.critic_lr if c.separate_optimizers else c.lr
+        lr_v = schedules.annealed_lr(base_v, progress, c.anneal_lr) * self.critic_lr_scale
+        self.optimizer.param_groups[0]["lr"], self.optimizer.param_groups[1]["lr"] = lr_pi, lr_v
+        return lr_pi, lr_v
+
+    # --- one iteration ------------------------------------------------------------------------
+    def iterate(self) -> dict[str, float]:
+        c = self.cfg
+        lr_pi, lr_v = self._set_learning_rates()
+        eps_low, eps_high, eps_v = self.clip_ranges()
+        t0 = time.perf_counter()
+        rollout, last_values, episodes = self.collector.collect(self.actor, self.critic)
+        self.global_step += c.num_envs * c.num_steps
+        t1 = time.perf_counter()
+        next_values = next_state_values(rollout.values, last_values, rollout.dones, rollout.final_values)
+        lam = self.gae_lambda.value
+        adv, ret = gae(rollout.rewards, rollout.values, next_values, rollout.terminated, rollout.dones, c.gamma, lam)
+        ev = float(explained_variance(rollout.values.flatten(), ret.flatten()))
+        if c.auto_lambda:
+            self.gae_lambda.update(ev)
+        self.sampler.add(flatten(rollout, adv, ret))
+        self.sampler.temperature.on_rollout(self.sampler.window().advantages)
+        t2 = time.perf_counter()
+        train = self.update(eps_low, eps_high, eps_v)
+        self.sampler.temperature.on_update()
+        t3 = time.perf_counter()
+        self.iteration += 1
+        self._watch_health(episodes, train.get("train/value_loss", math.nan))
+        self.recent_returns.extend(r for r, _ in episodes)
+        returns = [r for r, _ in episodes]
+        return {
+            "rollout/ep_return_mean": float(np.mean(returns)) if returns else math.nan,
+            "rollout/ep_length_mean": float(np.mean([n for _, n in episodes])) if episodes else math.nan,
+            "rollout/episodes": len(episodes),
+            **train, "train/explained_variance_old": ev, "train/gae_lambda": lam,
+            "train/lr_policy": lr_pi, "train/lr_value": lr_v, "train/eps_pi_low": eps_low,
+            "train/eps_pi_high": eps_high, "train/eps_v": math.nan if eps_v is None else eps_v,
+            **self.sampler.stats(),
+            **{f"health/{k}": v for k, v in self.health_counts.items()},
+            "time/collect_s": t1 - t0, "time/advantage_s": t2 - t1, "time/update_s": t3 - t2,
+            "time/sps": c.num_envs * c.num_steps / (t3 - t0),
+        }
+
+    def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
+        """``num_epochs`` passes of ``num_minibatches`` sampled minibatches over the window."""
+        c = self.cfg
+        data = self.sampler.window()
+        mb_size = c.num_envs * c.num_steps // c.num_minibatches
+        sums: dict[str, torch.Tensor] = {}
+        n = 0
+        for _ in range(c.num_epochs):
+            for idx, weights in self.sampler.minibatches(c.num_minibatches, mb_size):
+                mb = Transitions(*(x[idx] for x in data))
+                adv = mb.advantages
+                if c.norm_adv:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                dist = self.actor.distribution(mb.obs)
+                logp = self.actor.log_prob(dist, mb.actions)
+                pi_loss, pi_diag = policy_loss(logp, mb.logp_old, adv, eps_low, eps_high, weights)
+                v_loss, v_diag = value_loss(self.critic(mb.obs), mb.values_old, mb.returns, eps_v, weights)
+                entropy = entropy_bonus(self.actor.entropy(dist), weights)
+                loss = combined_objective(pi_loss, v_loss, entropy, c.vf_coef, c.ent_coef)
+                if not all_finite([loss]):  # never let NaN/Inf reach the weights
+                    self._restore_last_good("non-finite loss")
+                    return self._mean_metrics(sums, n)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self._clip_gradients()
+                self.optimizer.step()
+                parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
+                         **pi_diag, **v_diag}
+                for k, v in parts.items():
+                    sums[k] = sums.get(k, 0.0) + v.detach()
+                n += 1
+        if not all_finite(list(self.actor.parameters()) + list(self.critic.parameters())):
+            self._restore_last_good("non-finite parameters")
+        else:
+            self.last_good = self._snapshot()
+        return self._mean_metrics(sums, n)
+
+    @staticmethod
+    def _mean_metrics(sums: dict, n: int) -> dict[str, float]:
+        return {f"train/{k}": float(v) / max(n, 1) for k, v in sums.items()}
+
+    def _clip_gradients(self) -> None:
+        c = self.cfg
+        if c.separate_optimizers:
+            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), c.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
+        else:
+            params = list(self.actor.parameters()) + list(self.critic.parameters())
+            torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+
+    # --- health (SPEC 2.4) ---------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        return copy.deepcopy({"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                              "optimizer": self.optimizer.state_dict()})
+
+    def _record(self, name: str, detail: str) -> None:
+        self.health_counts[name] += 1
+        self.health_events.append({"step": self.global_step, "event": name, "detail": detail})
+
+    def _restore_last_good(self, detail: str) -> None:
+        self.actor.load_state_dict(self.last_good["actor"])
+        self.critic.load_state_dict(self.last_good["critic"])
+        self.optimizer.load_state_dict(self.last_good["optimizer"])
+        self._record("non_finite", detail)
+
+    def _watch_health(self, episodes: list[tuple[float, int]], v_loss: float) -> None:
+        if not self.cfg.health_monitors:
+            return
+        collapsed, new_best = self.collapse.observe(r for r, _ in episodes)
+        if new_best:
+            self.best_actor = copy.deepcopy(self.actor.state_dict())
+        if collapsed:  # restore the best policy and widen its clip range by 50%
+            self.actor.load_state_dict(self.best_actor)
+            self.eps_pi_scale *= 1.5
+            self._record("policy_collapse", f"recent mean far below best {self.collapse.best_mean:.1f}")
+        if not math.isnan(v_loss) and self.divergence.observe(v_loss):
+            self.critic_lr_scale *= 0.5
+            self.eps_v_scale *= 1.2
+            self._record("value_divergence", f"value loss rose {self.cfg.divergence_window} updates in a row")
+
+    # --- the loop ------------------------------------------------------------------------------
+    def train(self, logger: MetricLogger, progress=None, max_iterations: Optional[int] = None) -> None:
+        """Run until ``total_steps`` (or ``max_iterations`` more updates, or a stop request);
+        checkpoints every ``checkpoint_every_s`` and when leaving the loop."""
+        last_ckpt, start_iter = time.monotonic(), self.iteration
+        batch = self.cfg.num_envs * self.cfg.num_steps
+        try:
+            while self.global_step + batch <= self.cfg.total_steps and not self.stop_requested:
+                if max_iterations is not None and self.iteration - start_iter >= max_iterations:
+                    break
+                t = time.perf_counter()
+                metrics = self.iterate()
+                self.elapsed += time.perf_counter() - t
+                logger.log(self.global_step, metrics)
+                if progress is not None:
+                    progress.update(self.global_step, metrics["time/sps"], self.recent_return())
+                if time.monotonic() - last_ckpt > self.cfg.checkpoint_every_s:
+                    self.save()
+                    last_ckpt = time.monotonic()
+        finally:
+            self.save()
+
+    def recent_return(self) -> float:
+        """Mean of the last 10 finished training episodes (NaN before the first)."""
+        return float(np.mean(self.recent_returns)) if self.recent_returns else math.nan
+
+    # --- state ---------------------------------------------------------------------------------
+    def save(self) -> None:
+        save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())
+
+    def state_dict(self) -> dict:
+        return {
+            "global_step": self.global_step, "iteration": self.iteration, "elapsed": self.elapsed,
+            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "obs_norm": self.obs_norm.state_dict(),
+            "reward_scaler": self.reward_scaler.state_dict(), "sampler": self.sampler.state_dict(),
+            "collector": self.collector.state_dict(), "gae_lambda": self.gae_lambda.state_dict(),
+            "health": {"collapse": self.collapse.state_dict(), "divergence": self.divergence.state_dict(),
+                       "scales": (self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale),
+                       "counts": dict(self.health_counts), "events": list(self.health_events),
+                       "best_actor": self.best_actor, "last_good": self.last_good},
+            "recent_returns": list(self.recent_returns),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+        }
+
+    def load_state_dict(self, s: dict) -> None:
+        self.global_step, self.iteration, self.elapsed = s["global_step"], s["iteration"], s["elapsed"]
+        self.actor.load_state_dict(s["actor"])
+        self.critic.load_state_dict(s["critic"])
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.obs_norm.load_state_dict(s["obs_norm"])
+        self.reward_scaler.load_state_dict(s["reward_scaler"])
+        self.sampler.load_state_dict(s["sampler"])
+        self.collector.load_state_dict(s["collector"])
+        self.gae_lambda.load_state_dict(s["gae_lambda"])
+        h = s["health"]
+        self.collapse.load_state_dict(h["collapse"])
+        self.divergence.load_state_dict(h["divergence"])
+        self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = h["scales"]
+        self.health_counts, self.health_events = dict(h["counts"]), list(h["events"])
+        self.best_actor, self.last_good = h["best_actor"], h["last_good"]
+        self.recent_returns = deque(s["recent_returns"], maxlen=10)
+        torch.set_rng_state(s["rng"]["torch"])
+        np.random.set_state(s["rng"]["numpy"])
+        random.setstate(s["rng"]["python"])
+        if s["rng"]["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(s["rng"]["cuda"])
