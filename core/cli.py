@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from core.cli_config import OneLineParser, add_config_flags, build_config
-from core.config import ConfigError
+from core.config import ConfigError, RunInterrupted
 
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
@@ -62,10 +62,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as e:
         print(f"dapo {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: checkpoint saved; continue with: dapo run --resume <run_dir>", file=sys.stderr)
+    except RunInterrupted as e:
+        print(f"interrupted: checkpoint saved; continue with: dapo run --resume {e.run_dir}", file=sys.stderr)
         return EXIT_INTERRUPTED
-
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 if __name__ == "__main__":
     sys.exit(main())

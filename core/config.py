@@ -18,6 +18,14 @@ class ConfigError(ValueError):
     """A user-facing configuration problem; the CLI prints it as one line and exits 2."""
 
 
+class RunInterrupted(Exception):
+    """Training stopped on Ctrl-C after checkpointing; ``run_dir`` can be resumed."""
+
+    def __init__(self, run_dir):
+        super().__init__(str(run_dir))
+        self.run_dir = run_dir
+
+
 @dataclass
 class TrainConfig:
     """Train PPO, GRPO or DAPO on a Gymnasium environment."""

@@ -57,43 +57,46 @@ def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> 
 
 
 class RunningMeanStd:
-    """Streaming mean/variance (Chan et al. parallel update) over the batch axis, on a device.
-    x ``(B, *shape)``; float64 so long runs do not drift."""
+    """Streaming mean/variance (Chan et al. parallel update) over the batch axis of ``(B, *shape)``.
 
-    def __init__(self, shape: tuple[int, ...], device: torch.device):
-        self.mean = torch.zeros(shape, dtype=torch.float64, device=device)
-        self.var = torch.ones(shape, dtype=torch.float64, device=device)
+    Kept in float64 numpy on the host: observations arrive from the envs as numpy, and per-step
+    updates of tiny arrays are several times cheaper there than as device tensors."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.mean = np.zeros(shape, dtype=np.float64)
+        self.var = np.ones(shape, dtype=np.float64)
         self.count = 1e-4
 
-    def update(self, x: Tensor) -> None:
-        x = x.to(torch.float64)
-        b_mean, b_var, b = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+    def update(self, x: np.ndarray) -> None:
+        b_mean, b_var, b = x.mean(0), x.var(0), x.shape[0]
         delta, total = b_mean - self.mean, self.count + b
         self.mean = self.mean + delta * b / total
-        self.var = (self.var * self.count + b_var * b + delta.pow(2) * self.count * b / total) / total
+        self.var = (self.var * self.count + b_var * b + delta**2 * self.count * b / total) / total
         self.count = total
 
     def state_dict(self) -> dict:
-        return {"mean": self.mean, "var": self.var, "count": self.count}
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
 
     def load_state_dict(self, s: dict) -> None:
-        self.mean, self.var, self.count = s["mean"].to(self.mean.device), s["var"].to(self.var.device), s["count"]
+        self.mean, self.var, self.count = np.asarray(s["mean"]).copy(), np.asarray(s["var"]).copy(), s["count"]
 
 
 class ObsNormalizer:
-    """``clip((obs - mean) / sqrt(var + 1e-8), -10, 10)`` with running statistics; identity when off."""
+    """``clip((obs - mean) / sqrt(var + 1e-8), -10, 10)`` with running statistics; identity when off.
+    obs ``(B, D)`` numpy -> float32 numpy."""
 
-    def __init__(self, shape: tuple[int, ...], device: torch.device, enabled: bool, clip: float = 10.0):
+    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0):
         self.enabled, self.clip = enabled, clip
-        self.rms = RunningMeanStd(shape, device)
+        self.rms = RunningMeanStd(shape)
 
-    def __call__(self, obs: Tensor, update: bool = False) -> Tensor:
+    def __call__(self, obs: np.ndarray, update: bool = False) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float32)
         if not self.enabled:
             return obs
         if update:
             self.rms.update(obs)
-        out = (obs - self.rms.mean) / torch.sqrt(self.rms.var + 1e-8)
-        return out.clamp(-self.clip, self.clip).to(obs.dtype)
+        out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
+        return np.clip(out, -self.clip, self.clip).astype(np.float32)
 
     def state_dict(self) -> dict:
         return self.rms.state_dict()
@@ -106,26 +109,27 @@ class RewardScaler:
     """Divide rewards by the running std of each env's discounted return (as gymnasium's
     NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off."""
 
-    def __init__(self, num_envs: int, gamma: float, device: torch.device, enabled: bool, clip: float = 10.0):
+    def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0):
         self.enabled, self.gamma, self.clip = enabled, gamma, clip
-        self.rms = RunningMeanStd((), device)
-        self.discounted = torch.zeros(num_envs, dtype=torch.float64, device=device)
+        self.rms = RunningMeanStd(())
+        self.discounted = np.zeros(num_envs)
 
-    def __call__(self, rewards: Tensor, dones: Tensor) -> Tensor:
-        """rewards ``(N,)``, dones ``(N,)`` bool (episode ended at this step) -> scaled ``(N,)``."""
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """rewards ``(N,)``, dones ``(N,)`` bool (episode ended at this step) -> scaled float32 ``(N,)``."""
+        rewards = np.asarray(rewards, dtype=np.float32)
         if not self.enabled:
             return rewards
-        self.discounted = self.discounted * self.gamma + rewards.to(torch.float64)
+        self.discounted = self.discounted * self.gamma + rewards
         self.rms.update(self.discounted)
-        self.discounted = torch.where(dones, torch.zeros_like(self.discounted), self.discounted)
-        return (rewards / torch.sqrt(self.rms.var + 1e-8)).clamp(-self.clip, self.clip).to(rewards.dtype)
+        self.discounted = np.where(dones, 0.0, self.discounted)
+        return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -self.clip, self.clip).astype(np.float32)
 
     def state_dict(self) -> dict:
-        return {"rms": self.rms.state_dict(), "discounted": self.discounted}
+        return {"rms": self.rms.state_dict(), "discounted": self.discounted.copy()}
 
     def load_state_dict(self, s: dict) -> None:
         self.rms.load_state_dict(s["rms"])
-        self.discounted = s["discounted"].to(self.discounted.device)
+        self.discounted = np.asarray(s["discounted"]).copy()
 
 
 def to_env_actions(actions: Tensor, act_space: gym.Space) -> np.ndarray:

@@ -20,7 +20,7 @@ def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episo
     obs, _ = envs.reset(seed=seed)
     returns, ep_return = [], 0.0
     while len(returns) < episodes:
-        o = obs_norm(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        o = torch.as_tensor(obs_norm(obs), device=device)
         action = actor.mode(o) if deterministic else actor.distribution(o).sample()
         obs, reward, term, trunc, _ = envs.step(to_env_actions(action, envs.single_action_space))
         ep_return += float(reward[0])
@@ -44,7 +44,7 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
     envs = make_vec_env(cfg.env, 1)
     actor = build_actor(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes).to(dev)
     actor.load_state_dict(state["actor"])
-    obs_norm = ObsNormalizer(envs.single_observation_space.shape, dev, cfg.norm_obs)
+    obs_norm = ObsNormalizer(envs.single_observation_space.shape, cfg.norm_obs)
     obs_norm.load_state_dict(state["obs_norm"])
     envs.close()
     return evaluate(cfg.env, actor, obs_norm, episodes, seed, dev, deterministic)

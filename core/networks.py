@@ -8,6 +8,10 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, Normal
 
+# Argument validation costs more than the sampling itself for per-step batches; our inputs come from
+# the networks, whose outputs are checked for NaN/Inf by the health guard instead.
+Distribution.set_default_validate_args(False)
+
 
 def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn.Sequential:
     """Tanh MLP; orthogonal weights (gain sqrt(2) hidden, ``out_gain`` output), zero biases."""

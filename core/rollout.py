@@ -41,23 +41,28 @@ class Collector:
         self.obs_norm, self.reward_scaler = obs_norm, reward_scaler
         self.act_space = envs.single_action_space
         raw, _ = envs.reset(seed=seed)
-        self.obs = self._obs(raw, update=True)                  # (N, D) normalised
+        self.obs = self._obs(raw, update=True)                  # (N, D) normalised, on device
         self.ep_return = np.zeros(envs.num_envs)
         self.ep_length = np.zeros(envs.num_envs, dtype=np.int64)
 
     def _obs(self, raw: np.ndarray, update: bool) -> Tensor:
-        return self.obs_norm(torch.as_tensor(raw, dtype=torch.float32, device=self.device), update=update)
+        return torch.as_tensor(self.obs_norm(raw, update=update), device=self.device)
 
     @torch.no_grad()
     def collect(self, actor: torch.nn.Module, critic: Critic) -> tuple[Rollout, Tensor, list[tuple[float, int]]]:
         """Returns the rollout, V of the observation after it ``(N,)``, and finished (return, length) pairs."""
-        steps: list[tuple] = []
+        T, N = self.num_steps, self.envs.num_envs
+        obs, actions, logps, values = [], [], [], []
+        rewards, terminated, dones = np.zeros((T, N), np.float32), np.zeros((T, N), bool), np.zeros((T, N), bool)
+        final_values = torch.zeros((T, N), device=self.device)
         episodes: list[tuple[float, int]] = []
-        for _ in range(self.num_steps):
-            obs = self.obs
-            dist = actor.distribution(obs)
+        for t in range(T):
+            dist = actor.distribution(self.obs)
             action = dist.sample()
-            logp, value = actor.log_prob(dist, action), critic(obs)
+            obs.append(self.obs)
+            actions.append(action)
+            logps.append(actor.log_prob(dist, action))
+            values.append(critic(self.obs))
             raw_next, reward, term, trunc, info = self.envs.step(to_env_actions(action, self.act_space))
             done = term | trunc
             self.ep_return += reward
@@ -65,17 +70,17 @@ class Collector:
             for i in np.flatnonzero(done):
                 episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
-            final_value = torch.zeros(self.envs.num_envs, device=self.device)
             if trunc.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(trunc)
                 final_obs = self._obs(np.stack(info["final_obs"][idx]), update=False)
-                final_value[torch.as_tensor(idx, device=self.device)] = critic(final_obs)
-            done_t = torch.as_tensor(done, device=self.device)
-            r = self.reward_scaler(torch.as_tensor(reward, dtype=torch.float32, device=self.device), done_t)
-            steps.append((obs, action, logp, value, r, torch.as_tensor(term, device=self.device), done_t,
-                          final_value))
+                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(final_obs)
+            rewards[t], terminated[t], dones[t] = self.reward_scaler(reward, done), term, done
             self.obs = self._obs(raw_next, update=True)
-        rollout = Rollout(*(torch.stack(x) for x in zip(*steps)))
+
+        def dev(x):
+            return torch.as_tensor(x, device=self.device)
+        rollout = Rollout(torch.stack(obs), torch.stack(actions), torch.stack(logps), torch.stack(values),
+                          dev(rewards), dev(terminated), dev(dones), final_values)
         return rollout, critic(self.obs), episodes
 
     def state_dict(self) -> dict:

@@ -10,7 +10,7 @@ import gymnasium as gym
 
 from core.checkpoint import atomic_write, load_checkpoint, write_json
 from core.cli_config import write_yaml_config
-from core.config import ConfigError, TrainConfig, resolve
+from core.config import ConfigError, RunInterrupted, TrainConfig, resolve
 from core.envs import check_env_id, env_family
 from core.evaluation import evaluate, mean_std
 from core.logging import MetricLogger, Progress
@@ -69,7 +69,7 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> dict:
         logger.close()
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}")
     if trainer.stop_requested:
-        raise KeyboardInterrupt
+        raise RunInterrupted(run_dir)
     eval_returns = (evaluate(cfg.env, trainer.actor, trainer.obs_norm, cfg.eval_episodes, cfg.seed + 10_000,
                              trainer.device) if cfg.eval_episodes > 0 else [float("nan")])
     eval_mean, eval_std = mean_std(eval_returns)

@@ -71,8 +71,8 @@ class Trainer:
         # two optimisers; "separate" means separate learning rates and per-network gradient clipping.
         self.optimizer = torch.optim.Adam([{"params": self.actor.parameters()},
                                            {"params": self.critic.parameters()}], lr=cfg.lr, eps=1e-5)
-        self.obs_norm = ObsNormalizer(obs_space.shape, self.device, cfg.norm_obs)
-        self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, self.device, cfg.norm_reward)
+        self.obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
+        self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.norm_reward)
         self.collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, cfg.seed)
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)

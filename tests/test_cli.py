@@ -1,0 +1,156 @@
+"""`dapo` command line: help, error cases (one line, exit 2, nothing overwritten), eval of a saved run."""
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _one_line_error(capsys, argv, expect: str):
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert expect in err, err
+    return err
+
+
+def _usage_error(capsys, argv, expect: str):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2
+    assert len(err.splitlines()) == 1 and expect in err, err
+
+
+def test_help_documents_every_flag(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--env", "--algo", "--total-steps", "--seed", "--num-envs", "--device", "--run-dir", "--config",
+                 "--resume", "--clip-eps-high", "--eps-v-start", "--temperature-mode", "--window",
+                 "--importance-correction", "--policy-lr-drop-step", "--health-monitors"):
+        assert flag in out
+    assert "NOT DeepSeek" in out  # GRPO disambiguation
+
+
+def test_unknown_env_suggests_close_matches(capsys, tmp_path):
+    err = _one_line_error(capsys, ["run", "--env", "CartPol-v1", "--run-dir", str(tmp_path / "r")], "unknown --env")
+    assert "CartPole-v1" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["--algo", "foo"], "unknown --algo 'foo'"),
+    (["--clip-eps", "0"], "--clip-eps must be positive"),
+    (["--clip-eps", "-0.1"], "--clip-eps must be positive"),
+    (["--temperature-init", "-1"], "--temperature-init must be positive"),
+    (["--window", "10"], "smaller than a minibatch"),
+    (["--num-minibatches", "7"], "not divisible"),
+    (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
+    (["--device", "tpu"], "--device must be"),
+])
+def test_invalid_hyper_parameters(capsys, tmp_path, argv, expect):
+    _one_line_error(capsys, ["run", "--run-dir", str(tmp_path / "r"), *argv], expect)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["--total-steps", "abc"], "invalid int value"),
+    (["--temperature-mode", "hot"], "invalid choice"),
+    (["--no-such-flag"], "unrecognized arguments"),
+])
+def test_malformed_flags(capsys, argv, expect):
+    _usage_error(capsys, ["run", *argv], expect)
+
+
+@pytest.mark.parametrize("content,expect", [
+    (None, "cannot read config"),
+    ("a: [1,", "not valid YAML"),
+    ("- 1\n- 2\n", "must be a mapping"),
+    ("totl_steps: 5\n", "did you mean 'total_steps'"),
+    ("total_steps: many\n", "must be int"),
+    ("hidden_sizes: [64, x]\n", "list of integers"),
+])
+def test_bad_config_files(capsys, tmp_path, content, expect):
+    path = tmp_path / "cfg.yaml"
+    if content is not None:
+        path.write_text(content)
+    _one_line_error(capsys, ["run", "--config", str(path), "--run-dir", str(tmp_path / "r")], expect)
+
+
+def _digest(run_dir: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run_dir.iterdir() if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One tiny finished run, shared by the tests below (each copies what it corrupts)."""
+    run_dir = tmp_path_factory.mktemp("run") / "r"
+    cfg = tmp_path_factory.mktemp("cfg") / "tiny.yaml"
+    cfg.write_text("total_steps: 512\nnum_envs: 2\nnum_steps: 64\nnum_minibatches: 2\neval_episodes: 2\n"
+                   "progress: false\ntensorboard: false\n")
+    assert main(["run", "--config", str(cfg), "--run-dir", str(run_dir), "--algo", "ppo"]) == 0
+    return run_dir
+
+
+def test_run_writes_outputs_and_yaml_config_applies(finished_run):
+    import json
+    import yaml
+
+    for name in ("config.yaml", "metrics.csv", "checkpoint.pt", "summary.json", "learning_curve.png"):
+        assert (finished_run / name).is_file(), name
+    summary = json.loads((finished_run / "summary.json").read_text())
+    for key in ("env", "algo", "seed", "total_steps", "wall_time_s", "sps", "final_return_mean",
+                "eval_return_mean", "eval_return_std", "health_events"):
+        assert key in summary
+    assert summary["algo"] == "ppo" and summary["total_steps"] == 512
+    saved = yaml.safe_load((finished_run / "config.yaml").read_text())
+    assert saved["num_envs"] == 2 and saved["gae_lambda"] == 0.8  # YAML value and classic preset resolved
+
+
+def test_existing_run_dir_is_not_overwritten(capsys, finished_run):
+    before = _digest(finished_run)
+    _one_line_error(capsys, ["run", "--run-dir", str(finished_run)], "already holds a run")
+    assert _digest(finished_run) == before
+
+
+def test_resume_refuses_to_change_the_algorithm(capsys, finished_run):
+    before = _digest(finished_run)
+    _one_line_error(capsys, ["run", "--resume", str(finished_run), "--algo", "dapo"], "cannot change when resuming")
+    assert _digest(finished_run) == before
+
+
+def test_corrupt_checkpoint(capsys, finished_run, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(finished_run, broken)
+    (broken / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    before = _digest(broken)
+    _one_line_error(capsys, ["run", "--resume", str(broken), "--total-steps", "1024"], "unreadable or corrupt")
+    _one_line_error(capsys, ["eval", str(broken)], "unreadable or corrupt")
+    assert _digest(broken) == before
+    _one_line_error(capsys, ["eval", str(tmp_path / "nowhere")], "not a run directory")
+
+
+def test_eval_prints_mean_and_std(capsys, finished_run):
+    assert main(["eval", str(finished_run), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "eval_return_mean" in out and "over 3 episodes" in out
+
+
+def test_errors_exit_2_without_traceback_as_a_process(tmp_path):
+    """The installed entry point, end to end: one stderr line, exit code 2."""
+    proc = subprocess.run([sys.executable, "-m", "core", "run", "--env", "Nope-v0", "--run-dir", str(tmp_path / "x")],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, proc.stderr

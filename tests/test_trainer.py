@@ -1,0 +1,127 @@
+"""The shared trainer: determinism, exact resume, and the health remedies wired into it."""
+import csv
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from core.checkpoint import load_checkpoint
+from core.logging import MetricLogger
+from core.trainer import Trainer
+
+
+def _params(trainer):
+    return [p.detach().clone() for p in list(trainer.actor.parameters()) + list(trainer.critic.parameters())]
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "dapo"])
+def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo):
+    runs = []
+    for name in ("a", "b"):
+        cfg = small_config(tmp_path / name, algo=algo, total_steps=768)
+        (tmp_path / name).mkdir()
+        t = Trainer(cfg, tmp_path / name)
+        t.train(MetricLogger(tmp_path / name, tensorboard=False))
+        runs.append(t)
+    assert all(torch.equal(a, b) for a, b in zip(_params(runs[0]), _params(runs[1])))
+    other = small_config(tmp_path / "c", algo=algo, total_steps=768, seed=2)
+    (tmp_path / "c").mkdir()
+    t = Trainer(other, tmp_path / "c")
+    t.train(MetricLogger(tmp_path / "c", tensorboard=False))
+    assert not all(torch.equal(a, b) for a, b in zip(_params(runs[0]), _params(t)))
+
+
+@pytest.mark.parametrize("algo,env,extra", [
+    ("dapo", "CartPole-v1", {"temperature_mode": "learnable", "importance_correction": True}),
+    ("grpo", "CartPole-v1", {}),
+    ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4}),
+])
+def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, extra):
+    """Stop after 3 updates, reload the checkpoint into a fresh Trainer, finish: same weights, same metrics."""
+    full_dir, split_dir = tmp_path / "full", tmp_path / "split"
+    full_dir.mkdir(), split_dir.mkdir()
+    cfg = small_config(full_dir, algo=algo, env=env, total_steps=8 * 256 if env == "CartPole-v1" else 8 * 128, **extra)
+    full = Trainer(cfg, full_dir)
+    full.train(MetricLogger(full_dir, tensorboard=False))
+
+    cfg_split = cfg.__class__(**{**cfg.__dict__, "run_dir": str(split_dir)})
+    first = Trainer(cfg_split, split_dir)
+    first.train(MetricLogger(split_dir, tensorboard=False), max_iterations=3)
+    del first
+    state = load_checkpoint(split_dir / "checkpoint.pt")
+    assert state["iteration"] == 3
+    resumed = Trainer(cfg_split, split_dir, state)
+    resumed.train(MetricLogger(split_dir, resume_step=resumed.global_step, tensorboard=False))
+
+    assert resumed.global_step == full.global_step
+    assert all(torch.equal(a, b) for a, b in zip(_params(full), _params(resumed)))
+    assert _rows(full_dir / "metrics.csv") == _rows(split_dir / "metrics.csv")
+
+
+def test_non_finite_loss_is_skipped_and_weights_restored(tmp_path, small_config):
+    cfg = small_config(tmp_path)
+    t = Trainer(cfg, tmp_path)
+    t.iterate()
+    healthy = _params(t)
+    t.sampler.data.returns[0] = float("nan")  # poison one value target
+    t.update(0.2, 0.2, 0.5)
+    assert t.health_counts["non_finite"] == 1
+    assert t.health_events[-1]["event"] == "non_finite"
+    assert all(torch.equal(a, b) for a, b in zip(healthy, _params(t)))
+    assert all(torch.isfinite(p).all() for p in _params(t))
+
+
+def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_config):
+    cfg = small_config(tmp_path, collapse_window=2)
+    t = Trainer(cfg, tmp_path)
+    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)      # first mean 10
+    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # new best 100 -> snapshot
+    best = {k: v.clone() for k, v in t.actor.state_dict().items()}
+    with torch.no_grad():
+        for p in t.actor.parameters():
+            p.add_(1.0)                                  # a "bad update"
+    low_before, _, _ = t.clip_ranges()
+    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)      # lost > 70% of the gain
+    assert t.health_counts["policy_collapse"] == 1
+    assert all(torch.equal(best[k], v) for k, v in t.actor.state_dict().items())
+    assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
+
+
+def test_divergence_remedy_lowers_critic_lr_and_widens_eps_v(tmp_path, small_config):
+    cfg = small_config(tmp_path, divergence_window=3, divergence_factor=5.0)
+    t = Trainer(cfg, tmp_path)
+    _, lr_v_before = t._set_learning_rates()
+    eps_v_before = t.clip_ranges()[2]
+    for loss in (1.0, 3.0, 9.0, 27.0):
+        t._watch_health([], loss)
+    assert t.health_counts["value_divergence"] == 1
+    assert t._set_learning_rates()[1] == pytest.approx(0.5 * lr_v_before)
+    assert t.clip_ranges()[2] == pytest.approx(1.2 * eps_v_before)
+
+
+def test_monitors_silent_on_a_healthy_run(tmp_path, small_config):
+    cfg = small_config(tmp_path, total_steps=20_000)
+    t = Trainer(cfg, tmp_path)
+    t.train(MetricLogger(tmp_path, tensorboard=False))
+    assert t.health_counts["non_finite"] == 0 and t.health_counts["value_divergence"] == 0
+
+
+def test_algorithms_differ_only_by_config(tmp_path, small_config):
+    """ppo: symmetric clip, no value clip; grpo: value clipped with the policy eps; dapo: eps_V schedule."""
+    ppo = Trainer(small_config(tmp_path / "p", algo="ppo"), tmp_path)
+    grpo = Trainer(small_config(tmp_path / "g", algo="grpo"), tmp_path)
+    dapo = Trainer(small_config(tmp_path / "d", algo="dapo", clip_eps_high=0.28), tmp_path)
+    assert ppo.clip_ranges() == (0.2, 0.2, None)
+    assert grpo.clip_ranges() == (0.2, 0.2, 0.2)
+    assert dapo.clip_ranges() == (0.2, 0.28, 0.5)
+    dapo.global_step = dapo.cfg.total_steps
+    assert dapo.clip_ranges()[2] == pytest.approx(0.3)
+    assert dapo.sampler.dynamic and not ppo.sampler.dynamic
+    assert dapo._set_learning_rates() == (0.0, 0.0)  # annealed to zero at the end
+    assert math.isclose(ppo._set_learning_rates()[1], ppo.cfg.lr)
