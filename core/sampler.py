@@ -126,13 +126,14 @@ class DynamicSampler:
         self.head = 0   # next slot to write (ring buffer)
 
     def add(self, batch: Transitions) -> None:
-        """Append ``B`` transitions, dropping the oldest beyond ``capacity``."""
+        """Append ``B`` transitions, dropping the oldest beyond ``capacity``.  Any NamedTuple of
+        ``(B, ...)`` tensors with an ``advantages`` field works (e.g. multi-agent transitions)."""
         b = batch.obs.shape[0]
         if self.data is None:
-            self.data = Transitions(*(torch.zeros((self.capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
+            self.data = type(batch)(*(torch.zeros((self.capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
                                       for x in batch))
         if b > self.capacity:  # only the most recent `capacity` transitions survive
-            batch = Transitions(*(x[-self.capacity:] for x in batch))
+            batch = type(batch)(*(x[-self.capacity:] for x in batch))
             b = self.capacity
         idx = (self.head + torch.arange(b, device=self.device)) % self.capacity
         for store, x in zip(self.data, batch):
@@ -142,7 +143,7 @@ class DynamicSampler:
 
     def window(self) -> Transitions:
         """The stored transitions, ``(size, ...)`` each (storage order, not time order)."""
-        return Transitions(*(x[: self.size] for x in self.data))
+        return type(self.data)(*(x[: self.size] for x in self.data))
 
     def probabilities(self) -> Tensor:
         """Sampling distribution over the window ``(size,)``."""
@@ -180,7 +181,8 @@ class DynamicSampler:
                 "generator": self.generator.get_state(), "temperature": self.temperature.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.data = None if state["data"] is None else Transitions(*(x.to(self.device) for x in state["data"]))
+        data = state["data"]
+        self.data = None if data is None else type(data)(*(x.to(self.device) for x in data))
         self.size, self.head = state["size"], state["head"]
         self.generator.set_state(state["generator"])
         self.temperature.load_state_dict(state["temperature"])

@@ -24,10 +24,11 @@ from core.config import ConfigError, TrainConfig
 from core.envs import ObsNormalizer, RewardScaler, make_vec_env
 from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 from core.logging import MetricLogger
-from core.losses import combined_objective, entropy_bonus, explained_variance, policy_loss, value_loss
+from core.losses import explained_variance
 from core.networks import CategoricalActor, Critic, GaussianActor
 from core.rollout import Collector, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
+from core.update import Evaluation, UpdateSettings, ppo_update
 
 EPS_PI_MAX = 0.5  # the collapse remedy never widens the policy clip beyond this
 
@@ -78,6 +79,9 @@ class Trainer:
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
                                       cfg.importance_correction, seed=cfg.seed)
+        self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches,
+                                              cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
+                                              cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
         self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop)
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
@@ -153,54 +157,25 @@ class Trainer:
         }
 
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
-        """``num_epochs`` passes of ``num_minibatches`` sampled minibatches over the window."""
-        c = self.cfg
-        data = self.sampler.window()
-        mb_size = c.num_envs * c.num_steps // c.num_minibatches
-        sums: dict[str, torch.Tensor] = {}
-        n = 0
-        for _ in range(c.num_epochs):
-            for idx, weights in self.sampler.minibatches(c.num_minibatches, mb_size):
-                mb = Transitions(*(x[idx] for x in data))
-                adv = mb.advantages
-                if c.norm_adv:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                dist = self.actor.distribution(mb.obs)
-                logp = self.actor.log_prob(dist, mb.actions)
-                pi_loss, pi_diag = policy_loss(logp, mb.logp_old, adv, eps_low, eps_high, weights)
-                v_loss, v_diag = value_loss(self.critic(mb.obs), mb.values_old, mb.returns, eps_v, weights)
-                entropy = entropy_bonus(self.actor.entropy(dist), weights)
-                loss = combined_objective(pi_loss, v_loss, entropy, c.vf_coef, c.ent_coef)
-                if not all_finite([loss]):  # never let NaN/Inf reach the weights
-                    self._restore_last_good("non-finite loss")
-                    return self._mean_metrics(sums, n)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self._clip_gradients()
-                self.optimizer.step()
-                parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
-                         **pi_diag, **v_diag}
-                for k, v in parts.items():
-                    sums[k] = sums.get(k, 0.0) + v.detach()
-                n += 1
-        if not all_finite(list(self.actor.parameters()) + list(self.critic.parameters())):
+        """One shared PPO-family update; a non-finite loss or result restores the last healthy weights."""
+        metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer, self._grad_groups(),
+                                     lambda mb: (eps_low, eps_high, eps_v), self.update_settings)
+        if not finite:
+            self._restore_last_good("non-finite loss")
+        elif not all_finite(list(self.actor.parameters()) + list(self.critic.parameters())):
             self._restore_last_good("non-finite parameters")
         else:
             self.last_good = self._snapshot()
-        return self._mean_metrics(sums, n)
+        return metrics
 
-    @staticmethod
-    def _mean_metrics(sums: dict, n: int) -> dict[str, float]:
-        return {f"train/{k}": float(v) / max(n, 1) for k, v in sums.items()}
+    def _evaluate(self, mb: Transitions) -> Evaluation:
+        dist = self.actor.distribution(mb.obs)
+        return Evaluation(self.actor.log_prob(dist, mb.actions), self.actor.entropy(dist), self.critic(mb.obs))
 
-    def _clip_gradients(self) -> None:
-        c = self.cfg
-        if c.separate_optimizers:
-            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), c.max_grad_norm)
-            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
-        else:
-            params = list(self.actor.parameters()) + list(self.critic.parameters())
-            torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm)
+    def _grad_groups(self) -> list[list[torch.nn.Parameter]]:
+        """Separate networks clip their gradients separately; a shared optimiser clips jointly."""
+        actor, critic = list(self.actor.parameters()), list(self.critic.parameters())
+        return [actor, critic] if self.cfg.separate_optimizers else [actor + critic]
 
     # --- health (SPEC 2.4) ---------------------------------------------------------------------
     def _snapshot(self) -> dict:

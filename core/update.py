@@ -1,0 +1,82 @@
+"""One PPO-family update over the sampler's window, shared by the single- and multi-agent trainers.
+
+The caller supplies how a minibatch is evaluated (its networks) and which clip ranges apply to it
+(floats, or ``(M,)`` tensors for per-sample ranges such as per-agent clips); the epochs, advantage
+normalisation, losses, gradient clipping and diagnostics live here once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from core.health import all_finite
+from core.losses import combined_objective, entropy_bonus, policy_loss, value_loss
+from core.sampler import DynamicSampler
+
+Clip = Union[float, Tensor]
+
+
+class Evaluation(NamedTuple):
+    """The current networks on a minibatch: ``logp``, ``entropy``, ``values``, each ``(M,)``."""
+
+    logp: Tensor
+    entropy: Tensor
+    values: Tensor
+
+
+@dataclass
+class UpdateSettings:
+    num_epochs: int
+    num_minibatches: int
+    minibatch_size: int
+    norm_adv: bool
+    vf_coef: float
+    ent_coef: float
+    max_grad_norm: float
+
+
+def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluation],
+               optimizer: torch.optim.Optimizer, grad_groups: Sequence[Sequence[torch.nn.Parameter]],
+               clip_ranges: Callable[[NamedTuple], tuple[Clip, Clip, Optional[Clip]]],
+               s: UpdateSettings) -> tuple[dict[str, float], bool]:
+    """Run ``num_epochs`` x ``num_minibatches`` gradient steps on minibatches drawn by ``sampler``.
+
+    ``clip_ranges(mb)`` gives ``(eps_low, eps_high, eps_V or None)``.  Gradients are norm-clipped per
+    group in ``grad_groups`` (one group: joint clipping).  Returns the ``train/`` metrics averaged over
+    minibatches and ``False`` if a non-finite loss stopped the update before reaching the weights.
+    """
+    data = sampler.window()
+    sums: dict[str, Tensor] = {}
+    n = 0
+    for _ in range(s.num_epochs):
+        for idx, weights in sampler.minibatches(s.num_minibatches, s.minibatch_size):
+            mb = type(data)(*(x[idx] for x in data))
+            adv = mb.advantages
+            if s.norm_adv:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            ev = evaluate(mb)
+            eps_low, eps_high, eps_v = clip_ranges(mb)
+            pi_loss, pi_diag = policy_loss(ev.logp, mb.logp_old, adv, eps_low, eps_high, weights)
+            v_loss, v_diag = value_loss(ev.values, mb.values_old, mb.returns, eps_v, weights)
+            entropy = entropy_bonus(ev.entropy, weights)
+            loss = combined_objective(pi_loss, v_loss, entropy, s.vf_coef, s.ent_coef)
+            if not all_finite([loss]):  # never let NaN/Inf reach the weights
+                return _means(sums, n), False
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            for group in grad_groups:
+                torch.nn.utils.clip_grad_norm_(group, s.max_grad_norm)
+            optimizer.step()
+            parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
+                     **pi_diag, **v_diag}
+            for k, v in parts.items():
+                sums[k] = sums.get(k, 0.0) + v.detach()
+            n += 1
+    return _means(sums, n), True
+
+
+def _means(sums: dict[str, Tensor], n: int) -> dict[str, float]:
+    return {f"train/{k}": float(v) / max(n, 1) for k, v in sums.items()}

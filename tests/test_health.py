@@ -1,0 +1,191 @@
+"""Training-health monitors (``core.health``, SPEC 2.4).
+
+PolicyCollapseMonitor: a hand-traced small case; fires on an injected drop (returns rise 0 -> 100,
+then fall to ~10) and with negative returns (-1000 -> -200 -> -900); silent on a healthy noisy rising
+curve, on a flat curve and on a noisy plateau; reports ``new_best``; empties its window after firing.
+ValueDivergenceMonitor: fires on a steadily exploding value loss, not on noisy bounded losses nor on
+a monotone rise smaller than ``factor``.  ``all_finite`` on NaN / Inf / finite inputs.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
+
+
+def _feed(monitor, returns, per_call=1):
+    """Feed returns ``per_call`` episodes at a time; list of (call index, collapsed, new_best)."""
+    out = []
+    for k in range(0, len(returns), per_call):
+        collapsed, new_best = monitor.observe(list(returns[k:k + per_call]))
+        out.append((k // per_call, collapsed, new_best))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Policy collapse
+# --------------------------------------------------------------------------------------------
+
+def test_collapse_hand_traced():
+    """window 2, drop 0.5:
+    [0, 0]     -> mean 0: window full, first mean m0 = 0, best -inf -> 0: new best
+    [0, 100]   -> mean 50: new best
+    [100, 100] -> mean 100: new best (gain over m0 = 100)
+    [100, 40]  -> mean 70: drop 30 < 0.5*100 -> silent
+    [40, 0]    -> mean 20: drop 80 >= 50 -> COLLAPSE, window emptied."""
+    m = PolicyCollapseMonitor(window=2, drop=0.5)
+    assert m.observe([0.0]) == (False, False)            # window not full yet
+    assert m.observe([0.0]) == (False, True)
+    assert m.observe([100.0]) == (False, True)
+    assert m.observe([100.0]) == (False, True)
+    assert m.best_mean == 100.0 and m.first_mean == 0.0
+    assert m.observe([40.0]) == (False, False)
+    assert m.observe([0.0]) == (True, False)
+    assert len(m.recent) == 0
+
+
+def test_collapse_fires_on_injected_drop_and_empties_window():
+    """Returns rise linearly 0 -> 100 over 100 episodes, 4 per rollout (every full window is a new
+    best), then collapse to 10 +- 1.  The window (10) is first full after 3 rollouts (episodes 2..11):
+    m0 = 6.57; best m* = mean of the last ten = 95.45; threshold m <= 95.45 - 0.7*(95.45 - 6.57) = 33.2.
+    Rollout 1 after the drop: (6 highs ~97.5 + 4 lows ~10)/10 ~ 62 -> silent;
+    rollout 2: (2 highs ~99.5 + 8 lows)/10 ~ 28 -> COLLAPSE."""
+    low = 10 + np.random.default_rng(0).uniform(-1, 1, 40)
+    m = PolicyCollapseMonitor(window=10, drop=0.7)
+    rise = _feed(m, np.linspace(0, 100, 100), per_call=4)
+    assert not any(c for _, c, _ in rise)
+    assert sum(nb for _, _, nb in rise) == 23               # every rollout from the 3rd on: snapshot
+    assert m.observe(list(low[0:4])) == (False, False)
+    assert m.observe(list(low[4:8])) == (True, False)
+    # the window was emptied when firing: the next rollout (4 episodes < window) cannot fire again
+    assert len(m.recent) == 0
+    assert m.observe(list(low[8:12])) == (False, False)
+    assert len(m.recent) == 4
+
+
+def test_collapse_negative_returns():
+    """-1000 (x20) -> -200 (x20) -> -950, one episode per call: m0 = -1000, m* = -200, gain 800;
+    it fires once the mean is <= -200 - 0.7*800 = -760.  After k episodes at -950 the mean is
+    -200 - 75k: k = 7 -> -725 (silent), k = 8 -> -800 (fires)."""
+    m = PolicyCollapseMonitor(window=10, drop=0.7)
+    out = _feed(m, [-1000.0] * 20 + [-200.0] * 20)
+    assert not any(c for _, c, _ in out)
+    assert m.best_mean == -200.0 and m.first_mean == -1000.0
+    calls = _feed(m, [-950.0] * 10)
+    assert [k for k, c, _ in calls if c] == [7]             # the 8th episode at -950
+
+
+def test_collapse_negative_returns_mild_dip_is_silent():
+    """-1000 -> -200 -> -300: a dip of 100 against a gain of 800 is not a collapse."""
+    m = PolicyCollapseMonitor(window=10, drop=0.7)
+    out = _feed(m, [-1000.0] * 20 + [-200.0] * 20 + [-300.0] * 30)
+    assert not any(c for _, c, _ in out)
+
+
+def test_collapse_silent_on_flat_curve():
+    """Constant returns: no gain, never a collapse, only the first full window is a 'best'."""
+    m = PolicyCollapseMonitor(window=10, drop=0.7)
+    out = _feed(m, [50.0] * 200, per_call=3)
+    assert not any(c for _, c, _ in out)
+    assert sum(nb for _, _, nb in out) == 1
+
+
+def test_collapse_silent_on_healthy_noisy_rising_curve():
+    """Returns rise 0 -> 100 over 400 episodes with N(0, 5) noise, 4 episodes per rollout (window 10,
+    drop 0.7): a healthy run must never be reported as a collapse.  20 fixed seeds, so that a pass
+    is not luck; the message lists (seed, rollout, best-minus-first gain when it fired)."""
+    false_alarms = []
+    for seed in range(20):
+        r = np.linspace(0, 100, 400) + np.random.default_rng(seed).normal(0, 5, 400)
+        m = PolicyCollapseMonitor(window=10, drop=0.7)
+        for k in range(100):
+            if m.observe(list(r[4 * k:4 * k + 4]))[0]:
+                false_alarms.append((seed, k, round(float(m.best_mean - m.first_mean), 2)))
+    assert false_alarms == [], f"false collapses (seed, rollout, gain): {false_alarms}"
+
+
+def test_collapse_silent_on_noisy_plateau():
+    """Returns flat at 50 with N(0, 5) noise (window 10, drop 0.7): noise on a plateau is no collapse."""
+    r = 50 + np.random.default_rng(2).normal(0, 5, 400)
+    m = PolicyCollapseMonitor(window=10, drop=0.7)
+    fired = [k for k, c, _ in _feed(m, r, per_call=4) if c]
+    assert fired == [], f"false collapse at {len(fired)} rollouts, first {fired[:5]}"
+
+
+def test_collapse_minimal_false_positive():
+    """Minimal plateau case: ten episodes at 50 (m0 = 50), one at 52 (mean 50.2, new best, gain 0.2),
+    one at 48 (mean 50.0).  A 0.4 % dip from the best is not 'far below its recent best'."""
+    m = PolicyCollapseMonitor(window=10, drop=0.7)
+    out = _feed(m, [50.0] * 10 + [52.0, 48.0])
+    assert not any(c for _, c, _ in out)
+
+
+def test_collapse_state_round_trip():
+    m = PolicyCollapseMonitor(window=4, drop=0.5)
+    _feed(m, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    n = PolicyCollapseMonitor(window=4, drop=0.5)
+    n.load_state_dict(m.state_dict())
+    tail = [1.0, 0.0, 0.0, 0.0]
+    assert _feed(n, tail) == _feed(m, tail)
+    assert any(c for _, c, _ in _feed(PolicyCollapseMonitor(4, 0.5), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] + tail))
+
+
+# --------------------------------------------------------------------------------------------
+# Value divergence
+# --------------------------------------------------------------------------------------------
+
+def test_divergence_fires_on_exploding_loss():
+    """window 10, factor 10, losses 1, 2, 4, ..., 2^k: the 11th value (1024) completes 10 rises in a
+    row and 1024 > 10 * 1 -> fires exactly there, then the history is emptied."""
+    m = ValueDivergenceMonitor(window=10, factor=10.0)
+    fired = [k for k in range(30) if m.observe(2.0 ** k)]
+    assert fired[0] == 10
+    assert fired == [10, 21]                                 # emptied: needs 11 fresh values again
+
+
+def test_divergence_silent_on_noisy_bounded_loss():
+    losses = np.random.default_rng(0).uniform(0.5, 2.0, 1000)
+    m = ValueDivergenceMonitor(window=10, factor=10.0)
+    assert not any(m.observe(float(x)) for x in losses)
+
+
+def test_divergence_silent_on_small_monotone_rise():
+    """Strictly rising but slow: 1.0, 1.1, ..., 20.9 -- never 10x the minimum of an 11-value window
+    (at most 2.0 / 1.0), so it is not a blow-up."""
+    m = ValueDivergenceMonitor(window=10, factor=10.0)
+    assert not any(m.observe(1.0 + 0.1 * k) for k in range(200))
+
+
+def test_divergence_needs_a_rise_every_update():
+    """Exploding overall but with one dip inside every 11-value window: silent by definition of the rule."""
+    m = ValueDivergenceMonitor(window=10, factor=10.0)
+    seq = [2.0 ** k * (0.5 if k % 5 == 0 else 1.0) for k in range(1, 40)]
+    assert not any(m.observe(x) for x in seq)
+
+
+def test_divergence_state_round_trip():
+    m = ValueDivergenceMonitor(window=3, factor=2.0)
+    for x in (1.0, 2.0, 3.0):
+        assert not m.observe(x)
+    n = ValueDivergenceMonitor(window=3, factor=2.0)
+    n.load_state_dict(m.state_dict())
+    assert n.observe(4.0) and m.observe(4.0)                 # 1 < 2 < 3 < 4 and 4 > 2 * 1
+
+
+# --------------------------------------------------------------------------------------------
+# all_finite
+# --------------------------------------------------------------------------------------------
+
+def test_all_finite():
+    assert all_finite([torch.tensor(1.0), torch.tensor([1.0, -2.0])])
+    assert all_finite([])
+    assert not all_finite([torch.tensor(1.0), torch.tensor([1.0, float("nan")])])
+    assert not all_finite([torch.tensor(float("inf"))])
+    assert not all_finite([torch.tensor([0.0, -math.inf])])
+    net = torch.nn.Linear(3, 2)
+    assert all_finite(net.parameters())
+    with torch.no_grad():
+        net.bias[1] = float("nan")
+    assert not all_finite(net.parameters())
