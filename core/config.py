@@ -52,6 +52,9 @@ class TrainConfig:
     """Parallel environments (preset: 8 classic, 1 continuous)."""
     num_steps: Optional[int] = None
     """Steps per env per rollout (preset: 32 classic, 2048 continuous)."""
+    overlap: bool = False
+    """Collect the next rollout in a worker thread while the learner updates (double buffering; the
+    one-update policy lag is corrected by the stored behaviour log-probs)."""
     norm_obs: Optional[bool] = None
     """Normalise observations with running statistics (preset: off classic, on continuous)."""
     norm_reward: Optional[bool] = None
@@ -138,6 +141,8 @@ class TrainConfig:
     """Episodes in the recent-return mean watched by the collapse monitor."""
     collapse_drop: float = 0.7
     """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
+    collapse_significance: float = 4.0
+    """The best-minus-first gain must exceed this many noise units (std of a window-mean difference)."""
     divergence_window: int = 10
     """Updates over which a steadily growing value loss counts as divergence."""
     divergence_factor: float = 10.0

@@ -13,44 +13,49 @@ from typing import Iterable
 
 
 class PolicyCollapseMonitor:
-    """Fires when recent returns lose most of the improvement made so far.
+    """Fires when recent returns lose most of a *significant* improvement.
 
-    Let ``m`` be the mean of the last ``window`` episode returns, ``m0`` its first value (once the
-    window is full) and ``m*`` its best.  The monitor fires when ``m*`` improved on ``m0`` and
-    ``m* - m >= drop * (m* - m0)``: returns fell back most of the way towards where training started.
-    Measuring the drop relative to the gain works for negative returns too.  After firing the window
-    is emptied, so the restored policy gets ``window`` fresh episodes before it can fire again.
+    Let ``m`` (std ``s``) be the mean of the last ``window`` episode returns, ``m0`` its first value
+    (once the window is full) and ``m*`` its best (std ``s*`` at that time), and
+    ``se = sqrt((s*^2 + s^2) / window)`` the noise scale of a difference of two window means.  The
+    monitor fires when the gain ``m* - m0`` exceeds ``significance * se`` (so noise on a plateau never
+    counts as progress) and ``m* - m >= drop * (m* - m0)``: returns fell back most of the way towards
+    where training started.  Measuring the drop relative to the gain works for negative returns too.
+    After firing the window is emptied, so the restored policy gets ``window`` fresh episodes first.
     """
 
-    def __init__(self, window: int = 10, drop: float = 0.7):
-        self.window, self.drop = window, drop
+    def __init__(self, window: int = 10, drop: float = 0.7, significance: float = 4.0):
+        self.window, self.drop, self.significance = window, drop, significance
         self.recent: deque[float] = deque(maxlen=window)
         self.first_mean = math.nan
-        self.best_mean = -math.inf
+        self.best_mean, self.best_std = -math.inf, 0.0
 
     def observe(self, episode_returns: Iterable[float]) -> tuple[bool, bool]:
         """Feed finished episodes; returns ``(collapsed, new_best)``; ``new_best`` means snapshot now."""
         self.recent.extend(episode_returns)
         if len(self.recent) < self.window:
             return False, False
-        mean = sum(self.recent) / len(self.recent)
+        mean = sum(self.recent) / self.window
+        std = math.sqrt(sum((r - mean) ** 2 for r in self.recent) / self.window)
         if math.isnan(self.first_mean):
             self.first_mean = mean
         if mean > self.best_mean:
-            self.best_mean = mean
+            self.best_mean, self.best_std = mean, std
             return False, True
         gain = self.best_mean - self.first_mean
-        if gain > 0 and self.best_mean - mean >= self.drop * gain:
+        noise = math.sqrt((self.best_std ** 2 + std ** 2) / self.window)
+        if gain > self.significance * noise and self.best_mean - mean >= self.drop * gain:
             self.recent.clear()
             return True, False
         return False, False
 
     def state_dict(self) -> dict:
-        return {"recent": list(self.recent), "first_mean": self.first_mean, "best_mean": self.best_mean}
+        return {"recent": list(self.recent), "first_mean": self.first_mean, "best_mean": self.best_mean,
+                "best_std": self.best_std}
 
     def load_state_dict(self, s: dict) -> None:
         self.recent = deque(s["recent"], maxlen=self.window)
-        self.first_mean, self.best_mean = s["first_mean"], s["best_mean"]
+        self.first_mean, self.best_mean, self.best_std = s["first_mean"], s["best_mean"], s["best_std"]
 
 
 class ValueDivergenceMonitor:

@@ -1,7 +1,9 @@
 """Rollout storage and the collector that fills it with the behaviour policy."""
 from __future__ import annotations
 
-from typing import NamedTuple
+import copy
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -91,3 +93,44 @@ class Collector:
         load_env_states(self.envs, s["envs"])
         self.obs = s["obs"].to(self.device)
         self.ep_return, self.ep_length = s["ep_return"].copy(), s["ep_length"].copy()
+
+
+class Prefetcher:
+    """Double buffering (SPEC 2.5): while the learner updates on rollout k, a worker thread collects
+    rollout k+1 with a frozen copy of the networks taken before the update.
+
+    The data is then one update old; the stored behaviour ``logp_old`` and ``V_old`` make the clipped
+    objectives correct for it.  With ``enabled=False`` this is a plain synchronous collector.
+    """
+
+    def __init__(self, collector: Collector, actor: torch.nn.Module, critic: Critic, enabled: bool):
+        self.collector, self.enabled = collector, enabled
+        self.behaviour = (copy.deepcopy(actor), copy.deepcopy(critic)) if enabled else None
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collector") if enabled else None
+        self.pending: Optional[tuple] = None   # a finished prefetched rollout
+        self.future: Optional[Future] = None
+
+    def next(self, actor: torch.nn.Module, critic: Critic, prefetch: bool):
+        """The rollout to learn from now; starts collecting the following one when ``prefetch``."""
+        if not self.enabled:
+            return self.collector.collect(actor, critic)
+        ready = self.pending if self.pending is not None else self.collector.collect(actor, critic)
+        self.pending = None
+        if prefetch:
+            for frozen, live in zip(self.behaviour, (actor, critic)):
+                frozen.load_state_dict(live.state_dict())
+            self.future = self.executor.submit(self.collector.collect, *self.behaviour)
+        return ready
+
+    def wait(self) -> None:
+        """Join the worker (call after the update, before checkpointing)."""
+        if self.future is not None:
+            self.pending, self.future = self.future.result(), None
+
+    def state_dict(self) -> dict:
+        self.wait()
+        return {"collector": self.collector.state_dict(), "pending": self.pending}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.collector.load_state_dict(s["collector"])
+        self.pending = s["pending"]

@@ -26,7 +26,7 @@ from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finit
 from core.logging import MetricLogger
 from core.losses import explained_variance
 from core.networks import CategoricalActor, Critic, GaussianActor
-from core.rollout import Collector, Rollout
+from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
 from core.update import Evaluation, UpdateSettings, ppo_update
 
@@ -71,10 +71,12 @@ class Trainer:
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and per-network gradient clipping.
         self.optimizer = torch.optim.Adam([{"params": self.actor.parameters()},
-                                           {"params": self.critic.parameters()}], lr=cfg.lr, eps=1e-5)
+                                           {"params": self.critic.parameters()}], lr=cfg.lr, eps=1e-5,
+                                          fused=True)
         self.obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.norm_reward)
-        self.collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, cfg.seed)
+        collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, cfg.seed)
+        self.rollouts = Prefetcher(collector, self.actor, self.critic, cfg.overlap)
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
@@ -83,7 +85,7 @@ class Trainer:
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
                                               cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
-        self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop)
+        self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance)
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
         # Remedies act through these multipliers on the scheduled values.
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0
@@ -124,8 +126,10 @@ class Trainer:
         lr_pi, lr_v = self._set_learning_rates()
         eps_low, eps_high, eps_v = self.clip_ranges()
         t0 = time.perf_counter()
-        rollout, last_values, episodes = self.collector.collect(self.actor, self.critic)
-        self.global_step += c.num_envs * c.num_steps
+        batch = c.num_envs * c.num_steps
+        has_next = self.global_step + 2 * batch <= c.total_steps
+        rollout, last_values, episodes = self.rollouts.next(self.actor, self.critic, prefetch=has_next)
+        self.global_step += batch
         t1 = time.perf_counter()
         next_values = next_state_values(rollout.values, last_values, rollout.dones, rollout.final_values)
         lam = self.gae_lambda.value
@@ -137,6 +141,7 @@ class Trainer:
         self.sampler.temperature.on_rollout(self.sampler.window().advantages)
         t2 = time.perf_counter()
         train = self.update(eps_low, eps_high, eps_v)
+        self.rollouts.wait()
         self.sampler.temperature.on_update()
         t3 = time.perf_counter()
         self.iteration += 1
@@ -243,7 +248,7 @@ class Trainer:
             "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
             "optimizer": self.optimizer.state_dict(), "obs_norm": self.obs_norm.state_dict(),
             "reward_scaler": self.reward_scaler.state_dict(), "sampler": self.sampler.state_dict(),
-            "collector": self.collector.state_dict(), "gae_lambda": self.gae_lambda.state_dict(),
+            "rollouts": self.rollouts.state_dict(), "gae_lambda": self.gae_lambda.state_dict(),
             "health": {"collapse": self.collapse.state_dict(), "divergence": self.divergence.state_dict(),
                        "scales": (self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale),
                        "counts": dict(self.health_counts), "events": list(self.health_events),
@@ -261,7 +266,7 @@ class Trainer:
         self.obs_norm.load_state_dict(s["obs_norm"])
         self.reward_scaler.load_state_dict(s["reward_scaler"])
         self.sampler.load_state_dict(s["sampler"])
-        self.collector.load_state_dict(s["collector"])
+        self.rollouts.load_state_dict(s["rollouts"])
         self.gae_lambda.load_state_dict(s["gae_lambda"])
         h = s["health"]
         self.collapse.load_state_dict(h["collapse"])

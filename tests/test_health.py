@@ -123,13 +123,16 @@ def test_collapse_minimal_false_positive():
 
 
 def test_collapse_state_round_trip():
+    """A monitor restored from ``state_dict`` mid-run reacts to the same tail exactly like the original;
+    window 4, returns 0 x4 then 10 x5 (gain 10, best std 0), then zeros: it fires on the third zero (mean 2.5, std 4.33, noise sqrt(4.33^2/4) = 2.17, 4 * 2.17 < gain 10, drop 7.5 >= 5)."""
+    rise, tail = [0.0] * 4 + [10.0] * 4, [0.0, 0.0, 0.0, 0.0]
     m = PolicyCollapseMonitor(window=4, drop=0.5)
-    _feed(m, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    _feed(m, rise + [10.0])
     n = PolicyCollapseMonitor(window=4, drop=0.5)
     n.load_state_dict(m.state_dict())
-    tail = [1.0, 0.0, 0.0, 0.0]
     assert _feed(n, tail) == _feed(m, tail)
-    assert any(c for _, c, _ in _feed(PolicyCollapseMonitor(4, 0.5), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] + tail))
+    fired = [k for k, c, _ in _feed(PolicyCollapseMonitor(4, 0.5), rise + [10.0] + tail) if c]
+    assert fired == [len(rise) + 1 + 2]
 
 
 # --------------------------------------------------------------------------------------------

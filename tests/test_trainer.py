@@ -20,17 +20,17 @@ def _rows(path):
         return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in csv.DictReader(f)]
 
 
-@pytest.mark.parametrize("algo", ["ppo", "grpo", "dapo"])
-def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo):
+@pytest.mark.parametrize("algo,overlap", [("ppo", False), ("grpo", False), ("dapo", False), ("dapo", True)])
+def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo, overlap):
     runs = []
     for name in ("a", "b"):
-        cfg = small_config(tmp_path / name, algo=algo, total_steps=768)
+        cfg = small_config(tmp_path / name, algo=algo, total_steps=768, overlap=overlap)
         (tmp_path / name).mkdir()
         t = Trainer(cfg, tmp_path / name)
         t.train(MetricLogger(tmp_path / name, tensorboard=False))
         runs.append(t)
     assert all(torch.equal(a, b) for a, b in zip(_params(runs[0]), _params(runs[1])))
-    other = small_config(tmp_path / "c", algo=algo, total_steps=768, seed=2)
+    other = small_config(tmp_path / "c", algo=algo, total_steps=768, seed=2, overlap=overlap)
     (tmp_path / "c").mkdir()
     t = Trainer(other, tmp_path / "c")
     t.train(MetricLogger(tmp_path / "c", tensorboard=False))
@@ -41,6 +41,7 @@ def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo):
     ("dapo", "CartPole-v1", {"temperature_mode": "learnable", "importance_correction": True}),
     ("grpo", "CartPole-v1", {}),
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4}),
+    ("ppo", "CartPole-v1", {"overlap": True}),
 ])
 def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, extra):
     """Stop after 3 updates, reload the checkpoint into a fresh Trainer, finish: same weights, same metrics."""
@@ -125,3 +126,21 @@ def test_algorithms_differ_only_by_config(tmp_path, small_config):
     assert dapo.sampler.dynamic and not ppo.sampler.dynamic
     assert dapo._set_learning_rates() == (0.0, 0.0)  # annealed to zero at the end
     assert math.isclose(ppo._set_learning_rates()[1], ppo.cfg.lr)
+
+
+def test_overlap_learns_from_one_update_old_data(tmp_path, small_config):
+    """With double buffering the next rollout is collected by a frozen pre-update copy of the actor, so its
+    stored log-probs are the behaviour policy's, not the live actor's (the ratio corrects the lag)."""
+    cfg = small_config(tmp_path, overlap=True, total_steps=4096)
+    t = Trainer(cfg, tmp_path)
+    t.iterate()
+    rollout, _, _ = t.rollouts.pending
+    with torch.no_grad():
+        dist = t.actor.distribution(rollout.obs.reshape(-1, rollout.obs.shape[-1]))
+        live = t.actor.log_prob(dist, rollout.actions.reshape(-1))
+    assert not torch.allclose(live, rollout.logp.reshape(-1))
+    with torch.no_grad():
+        old_actor = t.rollouts.behaviour[0]
+        stored = old_actor.log_prob(old_actor.distribution(rollout.obs.reshape(-1, rollout.obs.shape[-1])),
+                                    rollout.actions.reshape(-1))
+    assert torch.allclose(stored, rollout.logp.reshape(-1))  # the frozen pre-update copy collected it
