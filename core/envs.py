@@ -37,7 +37,7 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     check_env_id(env_id)
     try:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+                            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False})
     except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
         raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
     env_family(envs.single_observation_space, envs.single_action_space, env_id)
@@ -89,12 +89,18 @@ class ObsNormalizer:
         self.enabled, self.clip = enabled, clip
         self.rms = RunningMeanStd(shape)
 
+    def update(self, raw_obs: np.ndarray) -> None:
+        """Add raw observations ``(B, D)`` to the statistics (the collector calls this once per rollout)."""
+        if self.enabled:
+            self.rms.update(np.asarray(raw_obs, dtype=np.float64))
+
     def __call__(self, obs: np.ndarray, update: bool = False) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
+        """Always a new array: vector envs may reuse their observation buffer on the next step."""
         if not self.enabled:
-            return obs
+            return np.array(obs, dtype=np.float32)
+        obs = np.asarray(obs, dtype=np.float32)
         if update:
-            self.rms.update(obs)
+            self.update(obs)
         out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
         return np.clip(out, -self.clip, self.clip).astype(np.float32)
 
@@ -107,7 +113,11 @@ class ObsNormalizer:
 
 class RewardScaler:
     """Divide rewards by the running std of each env's discounted return (as gymnasium's
-    NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off."""
+    NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off.
+
+    Works on a whole rollout at once: the discounted returns of all its steps update the statistics,
+    then every reward of the rollout is scaled by the same std (consistent targets within a rollout).
+    """
 
     def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0):
         self.enabled, self.gamma, self.clip = enabled, gamma, clip
@@ -115,13 +125,18 @@ class RewardScaler:
         self.discounted = np.zeros(num_envs)
 
     def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
-        """rewards ``(N,)``, dones ``(N,)`` bool (episode ended at this step) -> scaled float32 ``(N,)``."""
+        """rewards, dones ``(T, N)`` (or ``(N,)`` for one step) -> scaled float32 of the same shape;
+        ``dones[t]`` marks episodes that ended at step t (their running return restarts)."""
         rewards = np.asarray(rewards, dtype=np.float32)
         if not self.enabled:
             return rewards
-        self.discounted = self.discounted * self.gamma + rewards
-        self.rms.update(self.discounted)
-        self.discounted = np.where(dones, 0.0, self.discounted)
+        r, d = np.atleast_2d(rewards), np.atleast_2d(dones)
+        returns = np.empty(r.shape)
+        for t in range(r.shape[0]):
+            self.discounted = self.discounted * self.gamma + r[t]
+            returns[t] = self.discounted
+            self.discounted = np.where(d[t], 0.0, self.discounted)
+        self.rms.update(returns.reshape(-1))
         return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -self.clip, self.clip).astype(np.float32)
 
     def state_dict(self) -> dict:

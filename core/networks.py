@@ -11,6 +11,7 @@ from torch.distributions import Categorical, Distribution, Normal
 # Argument validation costs more than the sampling itself for per-step batches; our inputs come from
 # the networks, whose outputs are checked for NaN/Inf by the health guard instead.
 Distribution.set_default_validate_args(False)
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn.Sequential:
@@ -48,6 +49,12 @@ class CategoricalActor(nn.Module):
     def mode(self, obs: Tensor) -> Tensor:
         return self.net(obs).argmax(-1)
 
+    def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Action ``(B,)`` and its log-prob ``(B,)``."""
+        dist = self.distribution(obs)
+        action = dist.sample()
+        return action, dist.log_prob(action)
+
 
 class GaussianActor(nn.Module):
     """Box actions: diagonal Gaussian, MLP mean and state-independent log-std. obs ``(B, D)``."""
@@ -69,6 +76,14 @@ class GaussianActor(nn.Module):
 
     def mode(self, obs: Tensor) -> Tensor:
         return self.net(obs)
+
+    def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Action ``(B, A)`` and its log-prob ``(B,)``; the same law as ``distribution(obs)``, written
+        out (``log N(a) = -noise^2/2 - log std - log(2 pi)/2``) because it runs at every env step."""
+        mean = self.net(obs)
+        noise = torch.randn_like(mean)
+        action = mean + self.log_std.exp() * noise
+        return action, (-0.5 * noise.pow(2) - self.log_std - HALF_LOG_2PI).sum(-1)
 
 
 class Critic(nn.Module):

@@ -43,28 +43,33 @@ class Collector:
         self.obs_norm, self.reward_scaler = obs_norm, reward_scaler
         self.act_space = envs.single_action_space
         raw, _ = envs.reset(seed=seed)
-        self.obs = self._obs(raw, update=True)                  # (N, D) normalised, on device
+        self.obs_norm.update(raw)
+        self.raw_obs = np.array(raw, dtype=np.float32)          # (N, D) as the envs returned it
         self.ep_return = np.zeros(envs.num_envs)
         self.ep_length = np.zeros(envs.num_envs, dtype=np.int64)
 
-    def _obs(self, raw: np.ndarray, update: bool) -> Tensor:
-        return torch.as_tensor(self.obs_norm(raw, update=update), device=self.device)
+    def _obs(self, raw: np.ndarray) -> Tensor:
+        return torch.as_tensor(self.obs_norm(raw), device=self.device)
 
     @torch.no_grad()
     def collect(self, actor: torch.nn.Module, critic: Critic) -> tuple[Rollout, Tensor, list[tuple[float, int]]]:
-        """Returns the rollout, V of the observation after it ``(N,)``, and finished (return, length) pairs."""
+        """Returns the rollout, V of the observation after it ``(N,)``, and finished (return, length) pairs.
+
+        Normalisation statistics are frozen during the rollout (every observation of a rollout is
+        normalised alike) and updated with its raw observations at the end."""
         T, N = self.num_steps, self.envs.num_envs
         obs, actions, logps, values = [], [], [], []
+        raw_seen = np.empty((T, *self.raw_obs.shape), dtype=np.float32)
         rewards, terminated, dones = np.zeros((T, N), np.float32), np.zeros((T, N), bool), np.zeros((T, N), bool)
         final_values = torch.zeros((T, N), device=self.device)
         episodes: list[tuple[float, int]] = []
+        current = self._obs(self.raw_obs)
         for t in range(T):
-            dist = actor.distribution(self.obs)
-            action = dist.sample()
-            obs.append(self.obs)
+            action, logp = actor.sample(current)
+            obs.append(current)
             actions.append(action)
-            logps.append(actor.log_prob(dist, action))
-            values.append(critic(self.obs))
+            logps.append(logp)
+            values.append(critic(current))
             raw_next, reward, term, trunc, info = self.envs.step(to_env_actions(action, self.act_space))
             done = term | trunc
             self.ep_return += reward
@@ -74,24 +79,27 @@ class Collector:
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if trunc.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(trunc)
-                final_obs = self._obs(np.stack(info["final_obs"][idx]), update=False)
-                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(final_obs)
-            rewards[t], terminated[t], dones[t] = self.reward_scaler(reward, done), term, done
-            self.obs = self._obs(raw_next, update=True)
+                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(np.stack(info["final_obs"][idx])))
+            rewards[t], terminated[t], dones[t] = reward, term, done
+            raw_seen[t] = raw_next
+            current = self._obs(raw_next)
+        self.raw_obs = raw_seen[-1].copy()
+        last_values = critic(current)
+        self.obs_norm.update(raw_seen.reshape(-1, raw_seen.shape[-1]))
 
         def dev(x):
             return torch.as_tensor(x, device=self.device)
         rollout = Rollout(torch.stack(obs), torch.stack(actions), torch.stack(logps), torch.stack(values),
-                          dev(rewards), dev(terminated), dev(dones), final_values)
-        return rollout, critic(self.obs), episodes
+                          dev(self.reward_scaler(rewards, dones)), dev(terminated), dev(dones), final_values)
+        return rollout, last_values, episodes
 
     def state_dict(self) -> dict:
-        return {"envs": save_env_states(self.envs), "obs": self.obs, "ep_return": self.ep_return.copy(),
+        return {"envs": save_env_states(self.envs), "raw_obs": self.raw_obs.copy(), "ep_return": self.ep_return.copy(),
                 "ep_length": self.ep_length.copy()}
 
     def load_state_dict(self, s: dict) -> None:
         load_env_states(self.envs, s["envs"])
-        self.obs = s["obs"].to(self.device)
+        self.raw_obs = s["raw_obs"].copy()
         self.ep_return, self.ep_length = s["ep_return"].copy(), s["ep_length"].copy()
 
 

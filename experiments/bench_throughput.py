@@ -56,8 +56,6 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
 
 
 def work_sb3(vec: str, num_envs: int, total_steps: int, seed: int, threads: int) -> dict:
-    import gymnasium as gym
-    import numpy as np
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -75,7 +73,6 @@ def work_sb3(vec: str, num_envs: int, total_steps: int, seed: int, threads: int)
     wall = time.perf_counter() - t0
     eps = [e["r"] for e in model.ep_info_buffer][-10:]
     venv.close()
-    del gym, np
     return {"wall_s": wall, "steps": int(model.num_timesteps), "final_return": float(sum(eps) / len(eps)) if eps else float("nan")}
 
 
@@ -119,7 +116,7 @@ def machine() -> str:
             f"load average at start {os.getloadavg()[0]:.2f}")
 
 
-def plan(parts: str, total: int, many_envs: int, threads: int) -> list[tuple[str, str, dict]]:
+def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> list[tuple[str, str, dict]]:
     runs = []
     if "a" in parts or "d" in parts:
         runs += [("a", "ours ppo", dict(kind="ours", algo="ppo", num_envs=1)),
@@ -133,7 +130,7 @@ def plan(parts: str, total: int, many_envs: int, threads: int) -> list[tuple[str
     if "c" in parts:
         runs += [("c", f"raw env stepping x{n}", dict(kind="raw", num_envs=n)) for n in sorted({1, many_envs})]
     for _, _, kw in runs:
-        kw.update({"threads": threads, ("steps" if kw["kind"] == "raw" else "total_steps"): total})
+        kw.update({"threads": threads, "seed": seed, ("steps" if kw["kind"] == "raw" else "total_steps"): total})
     return runs
 
 
@@ -150,7 +147,7 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         spec = json.loads(args.worker)
-        result = WORKERS[spec.pop("kind")](seed=args.seed, **spec) if "seed" not in spec else None
+        result = WORKERS[spec.pop("kind")](**spec)
         print(json.dumps({**result, "peak_rss_mb": _peak_rss_mb()}))
         return
     from experiments.throughput_report import write_report
@@ -158,7 +155,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     header = machine()
     rows = []
-    runs = plan(args.parts, args.total_steps, args.many_envs, args.threads)
+    runs = plan(args.parts, args.total_steps, args.many_envs, args.threads, args.seed)
     for rep in range(args.repeats):
         for part, name, kw in runs:
             r = run_worker(**kw)

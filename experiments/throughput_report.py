@@ -1,0 +1,87 @@
+"""Tables for ``bench_throughput.py``: results.csv (every run) and results.md (medians, ratios, targets)."""
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import time
+from pathlib import Path
+
+
+def _median(rows: list[dict], key: str) -> float:
+    vals = [r[key] for r in rows if key in r and not math.isnan(r[key])]
+    return statistics.median(vals) if vals else math.nan
+
+
+def _by_peer(rows: list[dict], part: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["part"] == part:
+            out.setdefault(r["peer"], []).append(r)
+    return out
+
+
+def _table(groups: dict[str, list[dict]]) -> list[str]:
+    lines = ["| peer | SPS median (min-max) | wall s | peak RSS MB | return, last 10 episodes (mean over repeats) |",
+             "|---|---|---|---|---|"]
+    for peer, rs in groups.items():
+        sps = [r["sps"] for r in rs]
+        ret = [r["final_return"] for r in rs if not math.isnan(r["final_return"])]
+        ret_s = f"{statistics.mean(ret):.0f}" if ret else "n/a"
+        lines.append(f"| {peer} | {statistics.median(sps):.0f} ({min(sps):.0f}-{max(sps):.0f}) | "
+                     f"{_median(rs, 'wall_s'):.1f} | {_median(rs, 'peak_rss_mb'):.0f} | {ret_s} |")
+    return lines
+
+
+def _verdict(value: float, target: float, higher_is_better: bool = True) -> str:
+    met = value >= target if higher_is_better else value <= target
+    return f"{'met' if met else 'NOT met'} ({value:.2f} vs target {target})"
+
+
+def write_report(rows: list[dict], out: Path, command: str, machine: str, args) -> None:
+    keys = sorted({k for r in rows for k in r})
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    md = [f"# Throughput benchmark ({time.strftime('%Y-%m-%d')})", "",
+          f"Command: `{command}`", "", f"Machine: {machine}", "",
+          f"Budget: {args.total_steps} env steps per training run, {args.repeats} interleaved repeats, seed "
+          f"{args.seed}, {args.threads} torch thread(s) for every peer. Each run is its own process.", ""]
+    a, b = _by_peer(rows, "a"), _by_peer(rows, "b")
+    if a:
+        sb3 = statistics.median(r["sps"] for r in a["SB3 PPO"])
+        md += ["## (a) Equal hyper-parameters (HalfCheetah-v5, 1 env x 2048, 10 epochs, minibatch 64)", ""]
+        md += _table(a) + [""]
+        for peer in ("ours ppo", "ours dapo"):
+            ratio = statistics.median(r["sps"] for r in a[peer]) / sb3
+            md.append(f"- {peer} / SB3 PPO SPS: target >= 2x: {_verdict(ratio, 2.0)}")
+        md.append("")
+    if b:
+        md += ["## (b) Best configuration (many envs)", ""] + _table(b) + [""]
+        ours_best = max(statistics.median(r["sps"] for r in rs) for p, rs in b.items() if p.startswith("ours"))
+        sb3_best = max(statistics.median(r["sps"] for r in rs) for p, rs in b.items() if p.startswith("SB3"))
+        md += [f"- our best / SB3's best SPS: target >= 3x: {_verdict(ours_best / sb3_best, 3.0)}", ""]
+    c = _by_peer(rows, "c")
+    if c:
+        md += ["## (c) The limit: raw stepping rate and where an iteration's time goes", ""] + _table(c) + [""]
+        for group in (a, b):
+            for peer, rs in group.items():
+                if not peer.startswith("ours"):
+                    continue
+                n = 1 if group is a else args.many_envs
+                raw = c.get(f"raw env stepping x{n}")
+                if raw:
+                    frac = statistics.median(r["sps"] for r in rs) / statistics.median(r["sps"] for r in raw)
+                    split = ", ".join(f"{k} {_median(rs, k + '_s'):.3f}s" for k in ("collect", "advantage", "update"))
+                    md.append(f"- {peer}: {frac:.0%} of the raw x{n} stepping rate (target >= 60%: "
+                              f"{'met' if frac >= 0.6 else 'NOT met'}); per iteration: {split}")
+        md.append("")
+    if a:
+        ppo_it, dapo_it = _median(a["ours ppo"], "iter_s"), _median(a["ours dapo"], "iter_s")
+        overhead = dapo_it / ppo_it - 1
+        md += ["## (d) DAPO's per-iteration overhead over PPO", "",
+               f"Median iteration time: ppo {ppo_it:.3f}s, dapo {dapo_it:.3f}s: overhead {overhead:+.1%} "
+               f"(target <= +15%: {'met' if overhead <= 0.15 else 'NOT met'}).", ""]
+    (out / "results.md").write_text("\n".join(md))
+    print("\n".join(md))
