@@ -44,6 +44,9 @@ class TrainConfig:
     """auto | cpu | cuda (auto picks CUDA when available); rollout storage and the sampler live there."""
     run_dir: Optional[str] = None
     """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    compile: bool = False
+    """torch.compile the sampler arithmetic and the minibatch forward pass (falls back with a warning);
+    on small CPU MLPs it costs start-up time and gains nothing (experiments/results/throughput)."""
     torch_threads: int = 1
     """CPU threads for torch; small MLPs run fastest single-threaded."""
 

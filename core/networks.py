@@ -49,6 +49,11 @@ class CategoricalActor(nn.Module):
     def mode(self, obs: Tensor) -> Tensor:
         return self.net(obs).argmax(-1)
 
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-prob of ``actions`` ``(B,)`` and the policy entropy ``(B,)``."""
+        dist = self.distribution(obs)
+        return dist.log_prob(actions), dist.entropy()
+
     def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Action ``(B,)`` and its log-prob ``(B,)``."""
         dist = self.distribution(obs)
@@ -76,6 +81,14 @@ class GaussianActor(nn.Module):
 
     def mode(self, obs: Tensor) -> Tensor:
         return self.net(obs)
+
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-prob of ``actions`` ``(B, A)`` -> ``(B,)`` and the entropy ``(B,)``, written out like ``sample``."""
+        mean = self.net(obs)
+        z = (actions - mean) * (-self.log_std).exp()
+        logp = (-0.5 * z.pow(2) - self.log_std - HALF_LOG_2PI).sum(-1)
+        entropy = (0.5 + HALF_LOG_2PI + self.log_std).sum().expand(logp.shape)
+        return logp, entropy
 
     def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Action ``(B, A)`` and its log-prob ``(B,)``; the same law as ``distribution(obs)``, written

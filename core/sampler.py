@@ -121,6 +121,7 @@ class DynamicSampler:
         self.dynamic, self.importance_correction = dynamic, importance_correction
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        self.probs_fn = sampling_probs  # replaceable by a compiled version (core.compile)
         self.data: Optional[Transitions] = None
         self.size = 0   # filled slots
         self.head = 0   # next slot to write (ring buffer)
@@ -150,7 +151,7 @@ class DynamicSampler:
         adv = self.data.advantages[: self.size]
         if not self.dynamic:
             return torch.full_like(adv, 1.0 / self.size)
-        return sampling_probs(adv, self.temperature.value)
+        return self.probs_fn(adv, self.temperature.value)
 
     def minibatches(self, num_minibatches: int, minibatch_size: int) -> Iterator[tuple[Tensor, Optional[Tensor]]]:
         """One epoch: ``num_minibatches`` pairs ``(indices (M,), weights (M,) or None)``."""

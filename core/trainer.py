@@ -20,6 +20,7 @@ import torch
 from core import schedules
 from core.advantages import AutoLambda, gae, next_state_values
 from core.checkpoint import save_checkpoint
+from core.compile import maybe_compile
 from core.config import ConfigError, TrainConfig
 from core.envs import ObsNormalizer, RewardScaler, make_vec_env
 from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
@@ -81,6 +82,9 @@ class Trainer:
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
                                       cfg.importance_correction, seed=cfg.seed)
+        if cfg.compile:  # the sampler's arithmetic and the minibatch forward pass
+            self.sampler.probs_fn = maybe_compile(self.sampler.probs_fn)
+            self._evaluate = maybe_compile(self._evaluate)
         self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches,
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
                                               cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
@@ -174,8 +178,7 @@ class Trainer:
         return metrics
 
     def _evaluate(self, mb: Transitions) -> Evaluation:
-        dist = self.actor.distribution(mb.obs)
-        return Evaluation(self.actor.log_prob(dist, mb.actions), self.actor.entropy(dist), self.critic(mb.obs))
+        return Evaluation(*self.actor.evaluate(mb.obs, mb.actions), self.critic(mb.obs))
 
     def _grad_groups(self) -> list[list[torch.nn.Parameter]]:
         """Separate networks clip their gradients separately; a shared optimiser clips jointly."""

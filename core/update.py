@@ -49,7 +49,8 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
     minibatches and ``False`` if a non-finite loss stopped the update before reaching the weights.
     """
     data = sampler.window()
-    sums: dict[str, Tensor] = {}
+    total: Optional[Tensor] = None
+    names: list[str] = []
     n = 0
     for _ in range(s.num_epochs):
         for idx, weights in sampler.minibatches(s.num_minibatches, s.minibatch_size):
@@ -64,7 +65,7 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
             entropy = entropy_bonus(ev.entropy, weights)
             loss = combined_objective(pi_loss, v_loss, entropy, s.vf_coef, s.ent_coef)
             if not all_finite([loss]):  # never let NaN/Inf reach the weights
-                return _means(sums, n), False
+                return _means(names, total, n), False
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             for group in grad_groups:
@@ -72,11 +73,14 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
             optimizer.step()
             parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
                      **pi_diag, **v_diag}
-            for k, v in parts.items():
-                sums[k] = sums.get(k, 0.0) + v.detach()
+            names = list(parts)
+            stacked = torch.stack([v.detach().float() for v in parts.values()])  # one add per minibatch
+            total = stacked if total is None else total + stacked
             n += 1
-    return _means(sums, n), True
+    return _means(names, total, n), True
 
 
-def _means(sums: dict[str, Tensor], n: int) -> dict[str, float]:
-    return {f"train/{k}": float(v) / max(n, 1) for k, v in sums.items()}
+def _means(names: list[str], total: Optional[Tensor], n: int) -> dict[str, float]:
+    if total is None:
+        return {}
+    return {f"train/{k}": v / n for k, v in zip(names, total.tolist())}

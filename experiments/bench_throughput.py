@@ -35,7 +35,8 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int) -> dict:
+def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int, overlap: bool = False,
+              compile: bool = False) -> dict:
     from core.config import TrainConfig
     from core.logging import MetricLogger, read_metrics
     from core.runner import resolve_for_env
@@ -43,7 +44,8 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
 
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = resolve_for_env(TrainConfig(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
-                                          num_steps=2048 // num_envs, torch_threads=threads, progress=False,
+                                          num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap,
+                                          compile=compile, progress=False,
                                           tensorboard=False, eval_episodes=0, run_dir=run_dir))
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))
@@ -125,6 +127,10 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
     if "b" in parts:
         runs += [("b", f"ours dapo x{many_envs} envs", dict(kind="ours", algo="dapo", num_envs=many_envs)),
                  ("b", f"ours ppo x{many_envs} envs", dict(kind="ours", algo="ppo", num_envs=many_envs)),
+                 ("b", f"ours ppo x{many_envs} envs +overlap", dict(kind="ours", algo="ppo", num_envs=many_envs,
+                                                                    overlap=True)),
+                 ("b", f"ours ppo x{many_envs} envs +compile", dict(kind="ours", algo="ppo", num_envs=many_envs,
+                                                                    compile=True)),
                  ("b", f"SB3 PPO SubprocVecEnv x{many_envs}", dict(kind="sb3", vec="subproc", num_envs=many_envs)),
                  ("b", f"SB3 PPO DummyVecEnv x{many_envs}", dict(kind="sb3", vec="dummy", num_envs=many_envs))]
     if "c" in parts:
