@@ -1,3 +1,6 @@
-"""Multi-agent DAPO on PettingZoo (per-agent clip parameters over one shared buffer).
+"""Multi-agent DAPO on PettingZoo (SPEC 3): per-agent clip parameters over one shared buffer.
 
-Not built yet: tracked by the dapo_ma issue (#5). The package exists so the layout is fixed."""
+Entry points: :func:`dapo_ma.runner.run_experiment`, :func:`dapo_ma.evaluation.evaluate_run`,
+:class:`dapo_ma.config.MAConfig`.  Algorithms: ippo, mappo, dapo-ma (one on-policy trainer,
+:mod:`dapo_ma.ppo`, differing by presets) and maddpg (:mod:`dapo_ma.maddpg`).
+"""

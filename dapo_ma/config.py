@@ -1,0 +1,276 @@
+"""Multi-agent training configuration: one dataclass for IPPO, MAPPO, DAPO-MA and MADDPG (SPEC 3).
+
+Like :mod:`core.config`, an algorithm is a config: fields left at ``None`` are filled by
+:func:`resolve` from ``ALGO_PRESETS``.  Every field's docstring becomes its ``--help`` text.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Literal, Optional, Union
+
+from core.config import TEMPERATURE_MODES, ConfigError
+
+MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
+ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
+
+
+@dataclass
+class MAConfig:
+    """Train IPPO, MAPPO, DAPO-MA or MADDPG on a PettingZoo parallel environment."""
+
+    # --- experiment -------------------------------------------------------------------------
+    env: str = "simple_spread_v3"
+    """PettingZoo parallel env: an mpe2 task name (simple_spread_v3, simple_reference_v3, ...) or an
+    importable module path with parallel_env() (e.g. pettingzoo.butterfly.pistonball_v6)."""
+    env_kwargs: str = ""
+    """Env constructor arguments as space-separated key=value pairs, e.g. 'N=3 max_cycles=25
+    continuous_actions=True' (int, float, bool and string literals)."""
+    algo: str = "dapo-ma"
+    """Algorithm: ippo (local critics) | mappo (centralised critic, one shared clip) | dapo-ma
+    (centralised critic, per-agent eps_pi/eps_V, shared dynamic-sampling buffer) | maddpg (off-policy CTDE)."""
+    total_steps: int = 200_000
+    """Total environment steps: joint steps of one env copy (all agents act once), summed over copies."""
+    seed: int = 1
+    """Random seed (torch, numpy, environments, sampler)."""
+    device: str = "auto"
+    """auto | cpu | cuda (auto picks CUDA when available)."""
+    run_dir: Optional[str] = None
+    """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    torch_threads: int = 1
+    """CPU threads for torch; small MLPs run fastest single-threaded."""
+
+    # --- rollout ----------------------------------------------------------------------------
+    num_envs: Optional[int] = None
+    """Env copies stepped in a batch (preset: 16 on-policy, 8 maddpg)."""
+    num_steps: int = 25
+    """Steps per env copy per rollout (on-policy algorithms; 25 = one MPE episode)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    norm_reward: bool = True
+    """Scale rewards by the running std of each agent's discounted return (on-policy algorithms), so
+    that the value clip ranges act on O(1) values."""
+
+    # --- networks and optimisation ----------------------------------------------------------
+    parameter_sharing: bool = True
+    """One actor and one critic for all agents, with a one-hot agent-id input; off: one network per agent."""
+    centralised_critic: Optional[bool] = None
+    """Critic sees the joint observation of all agents (preset: on, except ippo)."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the actor and critic MLPs."""
+    num_epochs: int = 10
+    """Update epochs per rollout (on-policy)."""
+    num_minibatches: int = 1
+    """Minibatches per epoch (on-policy); the rollout holds num_envs*num_steps*n_agents transitions."""
+    lr: float = 7e-4
+    """Policy learning rate (also the critic's when optimisers are not separate)."""
+    critic_lr: float = 1e-3
+    """Critic learning rate when actor and critic have separate optimisers (dapo-ma, maddpg)."""
+    anneal_lr: bool = True
+    """Linearly anneal the on-policy learning rates to zero over training."""
+    separate_optimizers: Optional[bool] = None
+    """Separate actor/critic learning rates and gradient clipping (preset: on for dapo-ma only)."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clip (per network when optimisers are separate)."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient c_H."""
+    vf_coef: float = 0.5
+    """Value-loss coefficient c_V (the policy-value balance lam for dapo-ma)."""
+
+    # --- clipping ---------------------------------------------------------------------------
+    clip_eps: float = 0.2
+    """Policy clip eps; the initial eps_pi[i] of every agent for dapo-ma."""
+    clip_eps_high: Optional[float] = None
+    """Upper policy clip for clip-higher (ratio <= 1+eps_high); None uses clip_eps."""
+    clip_value: bool = True
+    """Clip the value prediction around V_old (with clip_eps, or with the eps_V schedule when optimisers are separate)."""
+    per_agent_clips: Optional[bool] = None
+    """Every agent has its own eps_pi[i] and eps_V[i], adapted by its own health monitors (preset: dapo-ma only)."""
+    eps_v_start: float = 0.5
+    """Value clip eps_V[i] at the start of training (separate optimisers)."""
+    eps_v_end: float = 0.3
+    """Value clip eps_V[i] at the end of training."""
+    eps_v_schedule: Literal["linear", "constant"] = "linear"
+    """How eps_V moves from eps_v_start to eps_v_end."""
+
+    # --- dynamic sampling over the shared buffer --------------------------------------------
+    dynamic_sampling: Optional[bool] = None
+    """Draw minibatches with p = softmax(|A|/max|A| / T) over all agents' transitions (preset: dapo-ma only)."""
+    window: Optional[int] = None
+    """Shared buffer capacity in agent transitions (default: one rollout of all agents)."""
+    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
+    """Temperature rule: fixed | ema | decay | learnable (ESS target). Default fixed at T=1: in a pilot on
+    simple_spread, decay (floor 0.2) made sampling so peaked (ESS ~0.1) that learning regressed."""
+    temperature_init: float = 1.0
+    """Initial sampling temperature T."""
+    temperature_decay: float = 0.99
+    """Per-update factor for temperature_mode=decay."""
+    temperature_min: float = 0.2
+    """Floor of T for decay, ema and learnable modes."""
+    ess_target: float = 0.5
+    """Target normalised effective sample size for temperature_mode=learnable."""
+    temperature_lr: float = 0.05
+    """Adam learning rate of log T for temperature_mode=learnable."""
+    importance_correction: bool = False
+    """Weight sampled losses by 1/(N p_i) so the expected gradient equals uniform sampling's."""
+
+    # --- health monitors, one set per agent --------------------------------------------------
+    health_monitors: Optional[bool] = None
+    """Per-agent policy-collapse and value-divergence monitors with remedies (preset: dapo-ma only)."""
+    collapse_window: int = 100
+    """Episodes in an agent's recent-return mean watched by its collapse monitor (large: MPE returns are noisy)."""
+    collapse_drop: float = 0.7
+    """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
+    collapse_min_gain: float = 0.2
+    """Warm-up: a collapse counts only once the best mean has gained this fraction of |first mean|."""
+    divergence_window: int = 10
+    """Updates over which an agent's steadily growing value error counts as divergence."""
+    divergence_factor: float = 10.0
+    """Divergence also needs the value error to exceed this multiple of its window minimum."""
+
+    # --- MADDPG -----------------------------------------------------------------------------
+    buffer_size: int = 200_000
+    """MADDPG replay capacity in joint transitions."""
+    batch_size: int = 1024
+    """MADDPG minibatch size (joint transitions)."""
+    tau: float = 0.01
+    """MADDPG Polyak factor: target <- tau * online + (1 - tau) * target."""
+    learning_starts: int = 5_000
+    """MADDPG env steps of random-policy warm-up before the first update."""
+    train_every: int = 4
+    """MADDPG: one gradient step per this many batched env steps (4 x 8 copies: one per 32 joint steps)."""
+    gumbel_temperature: float = 1.0
+    """MADDPG Gumbel-softmax temperature for discrete actions."""
+    exploration_noise: float = 0.1
+    """MADDPG Gaussian action noise (fraction of the action range) for continuous actions."""
+
+    # --- outputs ----------------------------------------------------------------------------
+    eval_episodes: int = 10
+    """Evaluation episodes at the end of training (deterministic policy)."""
+    checkpoint_every_s: float = 120.0
+    """Seconds between periodic checkpoints (one is always written at the end and on Ctrl-C)."""
+    progress: bool = True
+    """Show a live progress bar."""
+    tensorboard: bool = True
+    """Write TensorBoard event files to the run directory."""
+
+
+ALGO_PRESETS = {
+    "ippo": dict(num_envs=16, centralised_critic=False, separate_optimizers=False, per_agent_clips=False,
+                 dynamic_sampling=False, health_monitors=False),
+    "mappo": dict(num_envs=16, centralised_critic=True, separate_optimizers=False, per_agent_clips=False,
+                  dynamic_sampling=False, health_monitors=False),
+    "dapo-ma": dict(num_envs=16, centralised_critic=True, separate_optimizers=True, per_agent_clips=True,
+                    dynamic_sampling=True, health_monitors=True),
+    "maddpg": dict(num_envs=8, centralised_critic=True, separate_optimizers=True, per_agent_clips=False,
+                   dynamic_sampling=False, health_monitors=False),
+}
+
+KwargValue = Union[int, float, bool, str]
+_KWARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.+)$")
+
+
+def parse_env_kwargs(text: str) -> dict[str, KwargValue]:
+    """``"N=3 max_cycles=25 continuous_actions=True"`` -> ``{"N": 3, "max_cycles": 25, ...}``.
+
+    Values are Python literals (int, float, bool; ``true``/``false`` accepted too); anything else is
+    kept as a string.  Raises :class:`ConfigError` on a token that is not ``key=value``."""
+    out: dict[str, KwargValue] = {}
+    for token in text.replace(",", " ").split():
+        m = _KWARG.match(token)
+        if m is None:
+            raise ConfigError(f"--env-kwargs token '{token}' is not key=value; write e.g. --env-kwargs 'N=3 max_cycles=25'")
+        key, raw = m.groups()
+        if key in out:
+            raise ConfigError(f"--env-kwargs sets '{key}' twice; give each key once")
+        out[key] = _literal(raw)
+    return out
+
+
+def _literal(raw: str) -> KwargValue:
+    lowered = {"true": True, "false": False}.get(raw.lower())
+    if lowered is not None:
+        return lowered
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
+    return value if isinstance(value, (int, float, bool, str)) else raw
+
+
+def resolve(cfg: MAConfig) -> MAConfig:
+    """Check the algorithm and env, fill ``None`` fields from the algorithm preset, then validate."""
+    from dapo_ma.envs import check_env_name, env_spec
+
+    if cfg.algo not in MA_ALGOS:
+        close = difflib.get_close_matches(cfg.algo, MA_ALGOS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"unknown --algo '{cfg.algo}'; choose one of: {', '.join(MA_ALGOS)}{hint}")
+    check_env_name(cfg.env)
+    parse_env_kwargs(cfg.env_kwargs)
+    filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
+    out = dataclasses.replace(cfg, **filled)
+    validate(out)
+    validate_for_env(out, env_spec(out.env, parse_env_kwargs(out.env_kwargs)).n_agents)
+    return out
+
+
+def validate_for_env(c: MAConfig, n_agents: int) -> None:
+    """Checks that need the number of agents: the rollout of all agents must split into minibatches."""
+    if c.algo not in ON_POLICY_ALGOS:
+        return
+    batch = c.num_envs * c.num_steps * n_agents
+    _require(batch % c.num_minibatches == 0,
+             f"rollout size num_envs*num_steps*n_agents={batch} is not divisible by --num-minibatches "
+             f"{c.num_minibatches}; pick a divisor")
+    minibatch = batch // c.num_minibatches
+    _require(c.window is None or c.window >= minibatch,
+             f"--window {c.window} is smaller than a minibatch ({minibatch}); use --window >= {minibatch}")
+
+
+def _require(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ConfigError(msg)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def validate(c: MAConfig) -> None:
+    """Reject impossible hyper-parameters with a one-line message that names the fix."""
+    _require(c.algo in MA_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(MA_ALGOS)}")
+    _require(c.device in ("auto", "cpu", "cuda") or c.device.startswith("cuda:"),
+             f"--device must be auto, cpu or cuda, got '{c.device}'")
+    _require(c.total_steps > 0, f"--total-steps must be positive, got {c.total_steps}")
+    for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window", "divergence_window",
+                 "torch_threads", "buffer_size", "batch_size", "train_every"):
+        v = getattr(c, name)
+        _require(v is None or v >= 1, f"{_flag(name)} must be >= 1, got {v}")
+    _require(c.eval_episodes >= 0, f"--eval-episodes must be >= 0, got {c.eval_episodes}")
+    _require(c.learning_starts >= 0, f"--learning-starts must be >= 0, got {c.learning_starts}")
+    for name in ("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr", "temperature_init",
+                 "temperature_min", "temperature_lr", "max_grad_norm", "gumbel_temperature"):
+        v = getattr(c, name)
+        _require(v is None or v > 0, f"{_flag(name)} must be positive, got {v}")
+    _require(c.clip_eps < 1, f"--clip-eps must be < 1 (ratio >= 1-eps > 0), got {c.clip_eps}")
+    _require(c.collapse_min_gain >= 0, f"--collapse-min-gain must be >= 0, got {c.collapse_min_gain}")
+    for name in ("gamma", "gae_lambda", "ess_target", "collapse_drop", "tau"):
+        v = getattr(c, name)
+        _require(0 < v <= 1, f"{_flag(name)} must be in (0, 1], got {v}")
+    _require(0 < c.temperature_decay <= 1, f"--temperature-decay must be in (0, 1], got {c.temperature_decay}")
+    _require(c.temperature_mode in TEMPERATURE_MODES,
+             f"unknown --temperature-mode '{c.temperature_mode}'; choose one of: {', '.join(TEMPERATURE_MODES)}")
+    _require(c.ent_coef >= 0 and c.vf_coef >= 0, "--ent-coef and --vf-coef must be >= 0")
+    _require(c.exploration_noise >= 0, f"--exploration-noise must be >= 0, got {c.exploration_noise}")
+    _require(c.divergence_factor > 1, f"--divergence-factor must be > 1, got {c.divergence_factor}")
+    _require(len(c.hidden_sizes) > 0 and all(h > 0 for h in c.hidden_sizes),
+             f"--hidden-sizes must be positive integers, got {c.hidden_sizes}")
+    _require(c.window is None or c.window >= 1, f"--window must be >= 1, got {c.window}")

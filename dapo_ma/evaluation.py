@@ -1,0 +1,41 @@
+"""Evaluate a multi-agent policy: undiscounted per-agent returns averaged over agents."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core.checkpoint import load_checkpoint
+from core.trainer import pick_device
+from dapo_ma.config import MAConfig, parse_env_kwargs, resolve
+from dapo_ma.envs import BatchedParallelEnv, env_spec
+
+
+@torch.no_grad()
+def evaluate(cfg: MAConfig, actor: torch.nn.Module, episodes: int, seed: int, device: torch.device,
+             deterministic: bool = True) -> list[float]:
+    """Returns of ``episodes`` full episodes on one env copy; each return is the mean over agents
+    of the agent's summed raw rewards.  ``actor.act(obs, agent_id, deterministic)`` picks actions."""
+    env = BatchedParallelEnv(cfg.env, parse_env_kwargs(cfg.env_kwargs), 1, seed)
+    agent_id = torch.arange(len(env.agents), device=device).unsqueeze(0)  # (1, A)
+    returns: list[float] = []
+    while len(returns) < episodes:
+        action = actor.act(torch.as_tensor(env.obs, device=device), agent_id, deterministic)
+        out = env.step(action.cpu().numpy())
+        returns.extend(float(np.mean(ep.returns)) for ep in out.episodes)
+    env.close()
+    return returns[:episodes]
+
+
+def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
+                 deterministic: bool = True) -> list[float]:
+    """Load ``run_dir``'s config and checkpoint and evaluate its actor."""
+    from dapo_ma.runner import ALGORITHMS, load_run_config
+
+    cfg: MAConfig = resolve(load_run_config(Path(run_dir)))
+    state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
+    dev = pick_device(device)
+    actor = ALGORITHMS[cfg.algo][1](cfg, env_spec(cfg.env, parse_env_kwargs(cfg.env_kwargs))).to(dev)
+    actor.load_state_dict(state["actor"])
+    return evaluate(cfg, actor, episodes, seed, dev, deterministic)

@@ -1,0 +1,225 @@
+"""MADDPG (Lowe et al. 2017): the off-policy CTDE baseline, same envs, networks and loop as the rest.
+
+Deterministic decentralised actors ``mu_i(o_i)``; centralised critics ``Q_i(o_1..o_A, a_1..a_A)``.
+For a minibatch of joint transitions from the replay buffer::
+
+    y_i      = r_i + gamma * (1 - term_i) * Q'_i(o', mu'_1(o'_1), ..., mu'_A(o'_A))
+    L_Q      = mean_i (Q_i(o, a) - y_i)^2
+    L_mu     = -mean_i Q_i(o, a_1, .., mu_i(o_i), .., a_A)  (+ 1e-3 * mean logits^2 for discrete)
+    theta'  <- tau * theta + (1 - tau) * theta'             (Polyak target update)
+
+Discrete actions are one-hot vectors from a straight-through Gumbel-softmax (Jang et al. 2017) on
+the actor's logits, so gradients flow into ``mu_i`` through ``Q_i``; continuous actions are a
+tanh squashed into the action box, explored with Gaussian noise.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from core.health import all_finite
+from dapo_ma.config import MAConfig
+from dapo_ma.envs import ActionLayout, EnvSpec
+from dapo_ma.loop import MATrainerBase
+from dapo_ma.networks import MASKED_LOGIT, AgentMLP, critic_inputs
+from dapo_ma.replay import JointTransitions, ReplayBuffer
+
+LOGIT_REG = 1e-3  # the original MADDPG's penalty on the squared pre-activations of discrete actors
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """Polyak averaging ``theta' <- tau * theta + (1 - tau) * theta'`` for every parameter."""
+    for t, s in zip(target.parameters(), source.parameters()):
+        t.mul_(1.0 - tau).add_(s, alpha=tau)
+
+
+class DeterministicActor(nn.Module):
+    """``mu_i(o_i)`` as a critic-ready action ``(..., size)``: one-hot (discrete) or a box vector."""
+
+    def __init__(self, obs_dim: int, layout: ActionLayout, n_agents: int, hidden: Sequence[int], shared: bool,
+                 gumbel_temperature: float, noise: float):
+        super().__init__()
+        self.discrete, self.tau_g, self.noise = layout.discrete, gumbel_temperature, noise
+        self.net = AgentMLP(obs_dim, layout.size, n_agents, hidden, shared, out_gain=0.01)
+        self.register_buffer("mask", torch.as_tensor(layout.mask))                      # (A, size)
+        self.register_buffer("low", torch.as_tensor(layout.low, dtype=torch.float32))   # (A, size)
+        self.register_buffer("high", torch.as_tensor(layout.high, dtype=torch.float32))
+
+    def forward(self, obs: Tensor, agent_id: Tensor, explore: bool) -> tuple[Tensor, Tensor]:
+        """Returns (action ``(..., size)``, raw output ``(..., size)``)."""
+        out = self.net(obs, agent_id)
+        if self.discrete:
+            logits = out.masked_fill(~self.mask[agent_id], MASKED_LOGIT)
+            if explore:
+                return nn.functional.gumbel_softmax(logits, tau=self.tau_g, hard=True), out
+            return nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(out.dtype), out
+        low, high = self.low[agent_id], self.high[agent_id]
+        action = low + (high - low) * (torch.tanh(out) + 1) / 2
+        if explore:
+            action = torch.minimum(torch.maximum(action + self.noise * (high - low) * torch.randn_like(action), low), high)
+        return action, out
+
+    def act(self, obs: Tensor, agent_id: Tensor, deterministic: bool) -> Tensor:
+        """Env-format actions: indices ``(...)`` for discrete, vectors ``(..., size)`` otherwise."""
+        action, _ = self(obs, agent_id, explore=not deterministic)
+        return action.argmax(-1) if self.discrete else action
+
+
+class JointCritic(nn.Module):
+    """``Q_i(o_1..o_A, a_1..a_A)``: inputs obs ``(B, A, D)`` and per-agent joint actions
+    ``(B, A, A*size)`` (row i is the joint action agent i's critic scores) -> ``(B, A)``."""
+
+    def __init__(self, obs_dim: int, act_size: int, n_agents: int, hidden: Sequence[int], shared: bool):
+        super().__init__()
+        self.net = AgentMLP(n_agents * (obs_dim + act_size), 1, n_agents, hidden, shared, out_gain=1.0)
+
+    def forward(self, obs: Tensor, joint_actions: Tensor, agent_id: Tensor) -> Tensor:
+        x = torch.cat([critic_inputs(obs, centralised=True), joint_actions], dim=-1)
+        return self.net(x, agent_id).squeeze(-1)
+
+
+def joint_actions(actions: Tensor) -> Tensor:
+    """The joint action every agent's critic sees: ``(B, A, size)`` -> ``(B, A, A*size)``."""
+    B, A, K = actions.shape
+    return actions.reshape(B, 1, A * K).expand(B, A, A * K)
+
+
+def replace_own_action(buffer_actions: Tensor, policy_actions: Tensor) -> Tensor:
+    """Row i = the buffer's joint action with agent i's slot replaced by ``mu_i``'s action.
+    ``(B, A, size)`` x2 -> ``(B, A, A*size)``; gradients reach ``policy_actions[:, i]`` only via row i."""
+    B, A, K = buffer_actions.shape
+    own = torch.eye(A, dtype=torch.bool, device=buffer_actions.device).view(1, A, A, 1)
+    mixed = torch.where(own, policy_actions.unsqueeze(1), buffer_actions.unsqueeze(1))  # (B, A, A, K)
+    return mixed.reshape(B, A, A * K)
+
+
+def build_actor(cfg: MAConfig, spec: EnvSpec) -> DeterministicActor:
+    """The decentralised deterministic actor ``mu_i(o_i)``."""
+    return DeterministicActor(spec.obs_dim, spec.layout, spec.n_agents, cfg.hidden_sizes, cfg.parameter_sharing,
+                              cfg.gumbel_temperature, cfg.exploration_noise)
+
+
+class MADDPGTrainer(MATrainerBase):
+    def __init__(self, cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+        super().__init__(cfg, run_dir)
+        spec, A, dev = self.spec, self.n_agents, self.device
+        self.actor = build_actor(cfg, spec).to(dev)
+        self.critic = JointCritic(spec.obs_dim, spec.layout.size, A, cfg.hidden_sizes, cfg.parameter_sharing).to(dev)
+        self.target_actor, self.target_critic = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.replay = ReplayBuffer(cfg.buffer_size, A, spec.obs_dim, spec.layout.size, dev)
+        self.generator = torch.Generator(device=dev)
+        self.generator.manual_seed(cfg.seed)
+        self.agent_id = torch.arange(A, device=dev)
+        self.batched_steps = 0  # env.step calls of the batch, for train_every
+        if checkpoint is not None:
+            self.load_state_dict(checkpoint)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.cfg.num_envs * self.cfg.num_steps
+
+    def _explore(self, obs: Tensor) -> Tensor:
+        """Critic-format actions ``(E, A, size)``: uniform random during warm-up, then mu + noise."""
+        if self.global_step < self.cfg.learning_starts:
+            lay = self.spec.layout
+            if lay.discrete:
+                logits = torch.where(self.actor.mask, 0.0, MASKED_LOGIT).expand(obs.shape[0], -1, -1)
+                idx = torch.distributions.Categorical(logits=logits).sample()
+                return nn.functional.one_hot(idx, lay.size).float()
+            return self.actor.low + (self.actor.high - self.actor.low) * torch.rand(
+                obs.shape[0], *self.actor.low.shape, device=self.device)
+        return self.actor(obs, self.agent_id.expand(obs.shape[0], -1), explore=True)[0]
+
+    def iterate(self) -> dict[str, float]:
+        c = self.cfg
+        t0, episodes, sums, n_updates = time.perf_counter(), [], {}, 0
+        for _ in range(c.num_steps):
+            obs = torch.as_tensor(self.envs.obs, device=self.device)
+            with torch.no_grad():
+                action = self._explore(obs)
+            env_action = action.argmax(-1) if self.spec.layout.discrete else action
+            out = self.envs.step(env_action.cpu().numpy())
+            episodes.extend(out.episodes)
+            ended = (out.terminated | out.truncated).any(1, keepdims=True)
+            next_obs = np.where(ended[..., None], out.final_obs, out.obs)
+            self.replay.add(JointTransitions(obs, action, torch.as_tensor(out.rewards, device=self.device),
+                                             torch.as_tensor(next_obs, device=self.device),
+                                             torch.as_tensor(out.terminated, device=self.device)))
+            self.global_step += c.num_envs
+            self.batched_steps += 1
+            if self.global_step >= c.learning_starts and self.replay.size >= c.batch_size \
+                    and self.batched_steps % c.train_every == 0:
+                for k, v in self.update().items():
+                    sums[k] = sums.get(k, 0.0) + v
+                n_updates += 1
+        self.iteration += 1
+        train = {k: v / max(n_updates, 1) for k, v in sums.items()}
+        per_agent = {f"agent/{a}/q_mean": train.pop(f"q_mean_{i}", float("nan")) for i, a in enumerate(self.spec.agents)}
+        return {**self.episode_metrics(episodes), **{f"train/{k}": v for k, v in train.items()}, **per_agent,
+                "train/updates": n_updates, **{f"health/{k}": v for k, v in self.health_counts.items()},
+                "time/iteration_s": time.perf_counter() - t0}
+
+    def critic_loss(self, batch: JointTransitions) -> tuple[Tensor, Tensor]:
+        """``L_Q`` and the mean ``Q_i`` per agent ``(A,)`` on a minibatch (see the module docstring)."""
+        ids = self.agent_id.expand(batch.obs.shape[0], -1)
+        with torch.no_grad():
+            next_act, _ = self.target_actor(batch.next_obs, ids, explore=True)
+            q_next = self.target_critic(batch.next_obs, joint_actions(next_act), ids)  # (B, A)
+            y = batch.rewards + self.cfg.gamma * (~batch.terminated).float() * q_next
+        q = self.critic(batch.obs, joint_actions(batch.actions), ids)
+        return (q - y).pow(2).mean(), q.detach().mean(0)
+
+    def actor_loss(self, batch: JointTransitions) -> Tensor:
+        """``L_mu``: each agent's critic scores the buffer's joint action with its own slot from ``mu_i``."""
+        ids = self.agent_id.expand(batch.obs.shape[0], -1)
+        pi_act, raw = self.actor(batch.obs, ids, explore=True)
+        q_pi = self.critic(batch.obs, replace_own_action(batch.actions, pi_act), ids)
+        return -q_pi.mean() + (LOGIT_REG * raw.pow(2).mean() if self.spec.layout.discrete else 0.0)
+
+    def update(self) -> dict[str, float]:
+        """One gradient step for the critics, then the actors against the updated critics, then the
+        Polyak target update.  A non-finite loss skips the rest of the step (a health event)."""
+        batch = self.replay.sample(self.cfg.batch_size, self.generator)
+        critic_loss, q_mean = self.critic_loss(batch)
+        if not all_finite([critic_loss]):
+            self.record("non_finite", "non-finite MADDPG critic loss; step skipped")
+            return {}
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.max_grad_norm)
+        self.critic_opt.step()
+        actor_loss = self.actor_loss(batch)
+        if not all_finite([actor_loss]):
+            self.record("non_finite", "non-finite MADDPG actor loss; step skipped")
+            return {}
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        nn.utils.clip_grad_norm_(self.actor.parameters(), self.cfg.max_grad_norm)
+        self.actor_opt.step()
+        soft_update(self.target_critic, self.critic, self.cfg.tau)
+        soft_update(self.target_actor, self.actor, self.cfg.tau)
+        return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()),
+                **{f"q_mean_{i}": float(q) for i, q in enumerate(q_mean)}}
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "target_actor": self.target_actor.state_dict(), "target_critic": self.target_critic.state_dict(),
+                "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+                "replay": self.replay.state_dict(), "generator": self.generator.get_state(),
+                "batched_steps": self.batched_steps}
+
+    def load_state_dict(self, s: dict) -> None:
+        super().load_state_dict(s)
+        for name in ("actor", "critic", "target_actor", "target_critic", "actor_opt", "critic_opt", "replay"):
+            getattr(self, name).load_state_dict(s[name])
+        self.generator.set_state(s["generator"])
+        self.batched_steps = s["batched_steps"]
