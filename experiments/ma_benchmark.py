@@ -1,0 +1,222 @@
+"""Multi-agent benchmark (issue #5): simple_spread_v3 with IPPO, MAPPO, DAPO-MA and MADDPG.
+
+Task: mpe2 ``simple_spread_v3``, ``N=3 local_ratio=0.5 max_cycles=25``, discrete actions.
+Return convention: mpe2 rewards summed over the 25 steps of an episode for each agent, then
+averaged over the 3 agents ("per-agent return").  Env steps are joint steps (all agents act once)
+summed over env copies.
+
+For every algorithm and seed a run goes to ``--runs-dir``; finished runs (summary.json present) are
+skipped and interrupted ones resumed, so the script can be re-run.  Outputs in ``--out``:
+results.csv (one row per run), results.md (table: final return per seed, IQM with a bootstrap 95%
+CI over seeds, env steps to thresholds) and learning_curves.png.
+
+    python experiments/ma_benchmark.py --steps 150000 --seeds 5 --jobs 2
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
+ENV, ENV_KWARGS = "simple_spread_v3", "N=3 local_ratio=0.5 max_cycles=25"
+GRID = 2_000           # learning curves are interpolated onto this step grid
+SMOOTH = 10            # iterations in the moving average used for curves and thresholds
+FINAL_ITERS = 10       # final return = mean episode return over the last FINAL_ITERS iterations
+
+
+def run_one(algo: str, seed: int, steps: int, run_dir: str) -> str:
+    """Train one run (or resume it); returns its directory."""
+    import torch
+
+    from dapo_ma.config import MAConfig
+    from dapo_ma.runner import run_experiment
+
+    torch.set_num_threads(1)
+    path = Path(run_dir)
+    if (path / "summary.json").exists():
+        return run_dir
+    cfg = MAConfig(env=ENV, env_kwargs=ENV_KWARGS, algo=algo, seed=seed, total_steps=steps, run_dir=run_dir,
+                   progress=False, tensorboard=False, eval_episodes=20)
+    run_experiment(cfg, resume=(path / "checkpoint.pt").exists())
+    return run_dir
+
+
+def random_returns(seed: int, episodes: int) -> list[float]:
+    """Per-agent returns of the uniform random policy."""
+    import torch
+
+    from dapo_ma.config import MAConfig
+    from dapo_ma.evaluation import evaluate
+
+    class Uniform:
+        def act(self, obs, agent_id, deterministic):
+            return torch.randint(5, agent_id.shape, generator=gen)
+
+    gen = torch.Generator().manual_seed(seed)
+    cfg = MAConfig(env=ENV, env_kwargs=ENV_KWARGS)
+    return evaluate(cfg, Uniform(), episodes, seed + 10_000, torch.device("cpu"))
+
+
+def curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, smoothed per-agent return) of a run, on its own iteration grid."""
+    from core.logging import read_metrics
+
+    m = read_metrics(run_dir / "metrics.csv")
+    steps, ret = np.array(m["global_step"]), np.array(m["rollout/ep_return_mean"])
+    ok = ~np.isnan(ret)
+    steps, ret = steps[ok], ret[ok]
+    k = min(SMOOTH, len(ret))
+    smooth = np.convolve(ret, np.ones(k) / k, mode="valid")
+    return steps[k - 1:], smooth
+
+
+def final_return(run_dir: Path) -> float:
+    from core.logging import read_metrics
+
+    ret = np.array(read_metrics(run_dir / "metrics.csv")["rollout/ep_return_mean"])
+    ret = ret[~np.isnan(ret)]
+    return float(ret[-FINAL_ITERS:].mean())
+
+
+def steps_to(steps: np.ndarray, smooth: np.ndarray, threshold: float) -> float:
+    """First env step at which the smoothed curve reaches ``threshold`` (NaN if never)."""
+    hit = np.flatnonzero(smooth >= threshold)
+    return float(steps[hit[0]]) if len(hit) else math.nan
+
+
+def iqm(x: np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle 50% (scipy.stats.trim_mean(x, 0.25), as rliable)."""
+    x = np.sort(np.asarray(x))
+    cut = int(0.25 * len(x))
+    return float(x[cut:len(x) - cut].mean())
+
+
+def bootstrap_ci(x: np.ndarray, n: int = 5000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap CI of the IQM, resampling seeds (one task: the stratified bootstrap
+    of Agarwal et al. 2021 reduces to resampling runs)."""
+    rng = np.random.default_rng(seed)
+    stats = [iqm(rng.choice(x, size=len(x), replace=True)) for _ in range(n)]
+    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=150_000, help="env steps per run")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/ma_benchmark"))
+    p.add_argument("--out", type=Path, default=Path("experiments/results/ma"))
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    jobs = [(a, s) for s in range(1, args.seeds + 1) for a in ALGOS]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_one, a, s, args.steps, str(args.runs_dir / f"{a}__s{s}")) for a, s in jobs]
+        for f in futures:
+            print("done", f.result(), flush=True)
+    random_by_seed = [float(np.mean(random_returns(s, 40))) for s in range(1, args.seeds + 1)]
+    report(args, random_by_seed, time.time() - t0)
+
+
+def report(args, random_by_seed: list[float], wall: float) -> None:
+    rows, dirs = [], {a: [args.runs_dir / f"{a}__s{s}" for s in range(1, args.seeds + 1)] for a in ALGOS}
+    finals = {a: np.array([final_return(d) for d in dirs[a]]) for a in ALGOS}
+    r_random = float(np.mean(random_by_seed))
+    mappo_final = float(finals["mappo"].mean())
+    thresholds = {"90% of MAPPO's gain": r_random + 0.9 * (mappo_final - r_random), "MAPPO final": mappo_final}
+    for a in ALGOS:
+        for s, d in enumerate(dirs[a], start=1):
+            summary = json.loads((d / "summary.json").read_text())
+            steps, smooth = curve(d)
+            rows.append({"algo": a, "seed": s, "final_return": round(finals[a][s - 1], 3),
+                         "eval_return": round(summary["eval_return_mean"], 3),
+                         **{f"steps_to[{k}]": steps_to(steps, smooth, v) for k, v in thresholds.items()},
+                         "wall_time_s": summary["wall_time_s"], "sps": summary["sps"],
+                         "health_events": sum(summary["health_events"].values())})
+    for s, r in enumerate(random_by_seed, start=1):
+        rows.append({"algo": "random", "seed": s, "final_return": round(r, 3), "eval_return": round(r, 3)})
+    with open(args.out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), restval="")
+        w.writeheader()
+        w.writerows(rows)
+    write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall)
+    plot(args, dirs, r_random, thresholds)
+
+
+def write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall) -> None:
+    lines = [
+        f"# simple_spread_v3 multi-agent benchmark ({args.steps:,} env steps, {args.seeds} seeds)", "",
+        f"Env: mpe2 `{ENV}` `{ENV_KWARGS}` (discrete actions). Return = mpe2 rewards summed over the 25 steps "
+        "of an episode per agent, averaged over the 3 agents. Final return = mean training-episode return over "
+        f"the last {FINAL_ITERS} iterations; eval = 20 deterministic episodes. IQM and its 95% bootstrap CI "
+        "(5000 resamples of seeds) over seeds. Env steps = joint steps summed over env copies.", "",
+        "| algo | final return per seed | mean +- std | IQM [95% CI] | eval mean | "
+        + " | ".join(f"steps to {k} (median; reached)" for k in thresholds) + " |",
+        "|---|---|---|---|---|" + "---|" * len(thresholds),
+    ]
+    for a in (*ALGOS, "random"):
+        x = np.array(random_by_seed) if a == "random" else finals[a]
+        ev = [r["eval_return"] for r in rows if r["algo"] == a]
+        lo, hi = bootstrap_ci(x)
+        cells = []
+        for k in thresholds:
+            hits = np.array([r.get(f"steps_to[{k}]", math.nan) for r in rows if r["algo"] == a], dtype=float)
+            reached = hits[~np.isnan(hits)]
+            cells.append("-" if a == "random" else
+                         f"{np.median(reached):,.0f}; {len(reached)}/{len(hits)}" if len(reached) else f"never; 0/{len(hits)}")
+        lines.append(f"| {a} | {', '.join(f'{v:.2f}' for v in x)} | {x.mean():.2f} +- {x.std():.2f} | "
+                     f"{iqm(x):.2f} [{lo:.2f}, {hi:.2f}] | {np.mean(ev):.2f} | " + " | ".join(cells) + " |")
+    for k in thresholds:
+        med = {a: np.nanmedian([r.get(f"steps_to[{k}]", math.nan) for r in rows if r["algo"] == a]) for a in ALGOS}
+        ratio = med["dapo-ma"] / med["mappo"] if med["mappo"] > 0 else math.nan
+        lines.append(f"\nSteps to {k}: dapo-ma / mappo median ratio = {ratio:.2f} (target <= 0.60; NaN: not reached)")
+    lines += ["", "Thresholds: " + "; ".join(f"{k} = {v:.2f}" for k, v in thresholds.items())
+              + " (per-seed steps at which the 10-iteration moving average first reaches the threshold).", "",
+              f"Command: `python experiments/ma_benchmark.py --steps {args.steps} --seeds {args.seeds} --jobs {args.jobs}`"
+              f"; machine: {platform.processor() or platform.machine()}, {_cpus()} CPU cores shared with other work, "
+              f"no GPU; total wall time of this invocation {wall / 60:.1f} min (finished runs are skipped on re-runs).",
+              "", "![learning curves](learning_curves.png)"]
+    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def plot(args, dirs, r_random, thresholds) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for a in ALGOS:
+        grid = np.arange(GRID, args.steps + 1, GRID)
+        curves = np.stack([np.interp(grid, *curve(d), left=np.nan) for d in dirs[a]])
+        mean, lo, hi = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
+        ax.plot(grid, mean, lw=2, label=a)
+        ax.fill_between(grid, lo, hi, alpha=0.15)
+    ax.axhline(r_random, color="k", ls=":", label="random")
+    ax.axhline(thresholds["MAPPO final"], color="grey", ls="--", lw=1, label="MAPPO final")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return per agent")
+    ax.set_title(f"simple_spread_v3 (N=3), mean and min-max over {args.seeds} seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(args.out / "learning_curves.png")
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
