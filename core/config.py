@@ -55,6 +55,9 @@ class TrainConfig:
     """Parallel environments (preset: 8 classic, 1 continuous)."""
     num_steps: Optional[int] = None
     """Steps per env per rollout (preset: 32 classic, 2048 continuous)."""
+    backend: Literal["auto", "sync", "async", "envpool"] = "sync"
+    """Rollout backend: sync | async (Gymnasium vector envs; exact resume needs sync) | envpool | auto
+    (EnvPool for the ids it supports, else sync)."""
     overlap: bool = False
     """Collect the next rollout in a worker thread while the learner updates (double buffering; the
     one-update policy lag is corrected by the stored behaviour log-probs)."""

@@ -31,13 +31,16 @@ def check_env_id(env_id: str) -> None:
     raise ConfigError(f"unknown --env '{env_id}'{hint}")
 
 
-def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    """Synchronous vector env with *same-step* autoreset: the step that ends an episode already
-    returns the next episode's first observation and the final one in ``info['final_obs']``."""
+def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False) -> gym.vector.VectorEnv:
+    """Gymnasium vector env with *same-step* autoreset: the step that ends an episode already returns
+    the next episode's first observation and the final one in ``info['final_obs']``.  Sync envs hand
+    out their observation buffer without copying (consumers copy); async envs use shared memory."""
     check_env_id(env_id)
+    kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
     try:
-        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False})
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
+                            vector_kwargs=kwargs)
     except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
         raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
     env_family(envs.single_observation_space, envs.single_action_space, env_id)

@@ -5,12 +5,11 @@ import copy
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
 
-from core.envs import ObsNormalizer, RewardScaler, load_env_states, save_env_states, to_env_actions
+from core.envs import ObsNormalizer, RewardScaler, to_env_actions
 from core.networks import Critic
 
 
@@ -29,20 +28,21 @@ class Rollout(NamedTuple):
     terminated: Tensor    # (T, N) bool
     dones: Tensor         # (T, N) bool, terminated or truncated
     final_values: Tensor  # (T, N)
+    valid: Tensor         # (T, N) bool; False for a backend's reset steps, which carry no learning signal
 
 
 class Collector:
-    """Steps a same-step-autoreset vector env for ``num_steps`` and records finished episodes.
+    """Steps a rollout backend (core.backends) for ``num_steps`` and records finished episodes.
 
-    Episode returns and lengths are measured on the raw (unscaled) rewards.
+    Episode returns and lengths are measured on the raw (unscaled) rewards of valid steps.
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, num_steps: int, obs_norm: ObsNormalizer,
+    def __init__(self, envs, num_steps: int, obs_norm: ObsNormalizer,
                  reward_scaler: RewardScaler, device: torch.device, seed: int):
         self.envs, self.num_steps, self.device = envs, num_steps, device
         self.obs_norm, self.reward_scaler = obs_norm, reward_scaler
         self.act_space = envs.single_action_space
-        raw, _ = envs.reset(seed=seed)
+        raw = envs.reset(seed=seed)
         self.obs_norm.update(raw)
         self.raw_obs = np.array(raw, dtype=np.float32)          # (N, D) as the envs returned it
         self.ep_return = np.zeros(envs.num_envs)
@@ -61,6 +61,7 @@ class Collector:
         obs, actions, logps, values = [], [], [], []
         raw_seen = np.empty((T, *self.raw_obs.shape), dtype=np.float32)
         rewards, terminated, dones = np.zeros((T, N), np.float32), np.zeros((T, N), bool), np.zeros((T, N), bool)
+        valid = np.ones((T, N), bool)
         final_values = torch.zeros((T, N), device=self.device)
         episodes: list[tuple[float, int]] = []
         current = self._obs(self.raw_obs)
@@ -70,17 +71,18 @@ class Collector:
             actions.append(action)
             logps.append(logp)
             values.append(critic(current))
-            raw_next, reward, term, trunc, info = self.envs.step(to_env_actions(action, self.act_space))
-            done = term | trunc
-            self.ep_return += reward
-            self.ep_length += 1
+            step = self.envs.step(to_env_actions(action, self.act_space))
+            done = step.terminated | step.truncated
+            self.ep_return += step.reward
+            self.ep_length += step.valid
             for i in np.flatnonzero(done):
                 episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
-            if trunc.any():  # bootstrap time-limit ends from the value of their final observation
-                idx = np.flatnonzero(trunc)
-                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(np.stack(info["final_obs"][idx])))
-            rewards[t], terminated[t], dones[t] = reward, term, done
+            if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
+                idx = np.flatnonzero(step.truncated)
+                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(step.final_obs[idx]))
+            rewards[t], terminated[t], dones[t], valid[t] = step.reward, step.terminated, done, step.valid
+            raw_next = step.obs
             raw_seen[t] = raw_next
             current = self._obs(raw_next)
         self.raw_obs = raw_seen[-1].copy()
@@ -90,15 +92,19 @@ class Collector:
         def dev(x):
             return torch.as_tensor(x, device=self.device)
         rollout = Rollout(torch.stack(obs), torch.stack(actions), torch.stack(logps), torch.stack(values),
-                          dev(self.reward_scaler(rewards, dones)), dev(terminated), dev(dones), final_values)
+                          dev(self.reward_scaler(rewards, dones)), dev(terminated), dev(dones), final_values,
+                          dev(valid))
         return rollout, last_values, episodes
 
     def state_dict(self) -> dict:
-        return {"envs": save_env_states(self.envs), "raw_obs": self.raw_obs.copy(), "ep_return": self.ep_return.copy(),
+        return {"envs": self.envs.state(), "raw_obs": self.raw_obs.copy(), "ep_return": self.ep_return.copy(),
                 "ep_length": self.ep_length.copy()}
 
     def load_state_dict(self, s: dict) -> None:
-        load_env_states(self.envs, s["envs"])
+        self.envs.load_state(s["envs"])
+        if s["envs"] is None:  # the backend cannot restore its envs: keep their fresh episodes
+            self.ep_return[:], self.ep_length[:] = 0.0, 0
+            return
         self.raw_obs = s["raw_obs"].copy()
         self.ep_return, self.ep_length = s["ep_return"].copy(), s["ep_length"].copy()
 

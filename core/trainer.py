@@ -22,7 +22,8 @@ from core.advantages import AutoLambda, gae, next_state_values
 from core.checkpoint import save_checkpoint
 from core.compile import maybe_compile
 from core.config import ConfigError, TrainConfig
-from core.envs import ObsNormalizer, RewardScaler, make_vec_env
+from core.backends import make_backend
+from core.envs import ObsNormalizer, RewardScaler
 from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 from core.logging import MetricLogger
 from core.losses import explained_variance
@@ -50,9 +51,13 @@ def build_actor(obs_space: gym.Space, act_space: gym.Space, hidden) -> torch.nn.
 
 
 def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> Transitions:
-    """(T, N, ...) rollout -> (T*N, ...) transitions for the sampler."""
+    """(T, N, ...) rollout -> (B, ...) transitions for the sampler, B = T*N minus invalid (reset) steps."""
+    valid = rollout.valid.reshape(-1)
+    keep = None if bool(valid.all()) else valid
+
     def flat(x):
-        return x.reshape(-1, *x.shape[2:])
+        x = x.reshape(-1, *x.shape[2:])
+        return x if keep is None else x[keep]
     return Transitions(flat(rollout.obs), flat(rollout.actions), flat(rollout.logp), flat(rollout.values),
                        flat(advantages), flat(returns))
 
@@ -65,7 +70,7 @@ class Trainer:
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
-        self.envs = make_vec_env(cfg.env, cfg.num_envs)
+        self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, cfg.seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         self.actor = build_actor(obs_space, act_space, cfg.hidden_sizes).to(self.device)
         self.critic = Critic(int(np.prod(obs_space.shape)), cfg.hidden_sizes).to(self.device)
@@ -138,10 +143,11 @@ class Trainer:
         next_values = next_state_values(rollout.values, last_values, rollout.dones, rollout.final_values)
         lam = self.gae_lambda.value
         adv, ret = gae(rollout.rewards, rollout.values, next_values, rollout.terminated, rollout.dones, c.gamma, lam)
-        ev = float(explained_variance(rollout.values.flatten(), ret.flatten()))
+        data = flatten(rollout, adv, ret)
+        ev = float(explained_variance(data.values_old, data.returns))
         if c.auto_lambda:
             self.gae_lambda.update(ev)
-        self.sampler.add(flatten(rollout, adv, ret))
+        self.sampler.add(data)
         self.sampler.temperature.on_rollout(self.sampler.window().advantages)
         t2 = time.perf_counter()
         train = self.update(eps_low, eps_high, eps_v)

@@ -2,13 +2,14 @@
 import numpy as np
 import torch
 
+from core.backends import make_backend
 from core.envs import ObsNormalizer, RewardScaler, make_vec_env
 from core.networks import CategoricalActor, Critic, GaussianActor
 from core.rollout import Collector
 
 
-def _collector(env_id, num_envs, num_steps, norm=False):
-    envs = make_vec_env(env_id, num_envs)
+def _collector(env_id, num_envs, num_steps, norm=False, backend="sync"):
+    envs = make_backend(env_id, num_envs, backend, seed=3)
     d = envs.single_observation_space.shape[0]
     collector = Collector(envs, num_steps, ObsNormalizer((d,), norm), RewardScaler(num_envs, 0.99, norm),
                           torch.device("cpu"), seed=3)

@@ -1,0 +1,118 @@
+"""Rollout backends behind one interface: Gymnasium SyncVectorEnv / AsyncVectorEnv and EnvPool.
+
+Every backend's ``step`` returns a :class:`StepResult` with the same meaning, so the collector,
+episode statistics and truncation bootstrapping are identical across them:
+
+- Gymnasium envs run with *same-step* autoreset: the step that ends an episode already returns the
+  next episode's first observation, and the final one comes separately.
+- EnvPool uses *next-step* autoreset: the step after an episode end is a reset step (action ignored,
+  reward 0).  Its adapter reports that step as ``valid=False`` (the collector drops it from learning
+  and from episode statistics) and reports the returned observation of the ending step as its final one.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from core.config import ConfigError
+from core.envs import load_env_states, make_vec_env, save_env_states
+
+BACKENDS = ("auto", "sync", "async", "envpool")
+
+
+class StepResult(NamedTuple):
+    obs: np.ndarray         # (N, D) observation to act on next
+    reward: np.ndarray      # (N,)
+    terminated: np.ndarray  # (N,) bool
+    truncated: np.ndarray   # (N,) bool
+    final_obs: np.ndarray   # (N, D) final observation where terminated | truncated (else zeros)
+    valid: np.ndarray       # (N,) bool: False for EnvPool's reset steps
+
+
+class GymnasiumBackend:
+    """Gymnasium vector env (sync or async with shared memory), same-step autoreset."""
+
+    def __init__(self, env_id: str, num_envs: int, asynchronous: bool):
+        self.envs = make_vec_env(env_id, num_envs, asynchronous)
+        self.num_envs, self.asynchronous = num_envs, asynchronous
+        self.single_observation_space = self.envs.single_observation_space
+        self.single_action_space = self.envs.single_action_space
+        self._valid = np.ones(num_envs, dtype=bool)
+
+    def reset(self, seed: int) -> np.ndarray:
+        return self.envs.reset(seed=seed)[0]
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        obs, reward, term, trunc, info = self.envs.step(actions)
+        final = np.zeros_like(obs)
+        done = term | trunc
+        if done.any():
+            idx = np.flatnonzero(done)
+            final[idx] = np.stack(info["final_obs"][idx])
+        return StepResult(obs, reward, term, trunc, final, self._valid)
+
+    def state(self) -> Optional[bytes]:
+        """Mid-episode env states for exact resume (sync only: async envs live in other processes)."""
+        return None if self.asynchronous else save_env_states(self.envs)
+
+    def load_state(self, blob: Optional[bytes]) -> None:
+        if blob is not None and not self.asynchronous:
+            load_env_states(self.envs, blob)
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class EnvPoolBackend:
+    """EnvPool's C++ thread pool (gymnasium API), converted to the common semantics above."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int):
+        import envpool
+
+        self.envs = envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed)
+        self.num_envs = num_envs
+        self.single_observation_space = self.envs.observation_space
+        self.single_action_space = self.envs.action_space
+        self._after_done = np.zeros(num_envs, dtype=bool)
+
+    def reset(self, seed: int) -> np.ndarray:
+        self._after_done[:] = False
+        return self.envs.reset()[0]
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        obs, reward, term, trunc, _ = self.envs.step(actions)
+        valid = ~self._after_done
+        done = (term | trunc) & valid
+        self._after_done = done
+        final = np.where(done[:, None], obs, 0).astype(obs.dtype)
+        return StepResult(obs, np.where(valid, reward, 0.0), term & valid, trunc & valid, final, valid)
+
+    def state(self) -> None:
+        return None  # EnvPool cannot snapshot its envs: a resumed run restarts its episodes
+
+    def load_state(self, blob) -> None:
+        self._after_done[:] = False
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def envpool_supports(env_id: str) -> bool:
+    try:
+        import envpool
+    except ImportError:
+        return False
+    return env_id in envpool.list_all_envs()
+
+
+def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 0):
+    """Build the requested backend; ``auto`` picks EnvPool for ids it supports, else sync Gymnasium."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown --backend '{backend}'; choose one of: {', '.join(BACKENDS)}")
+    if backend == "envpool" or (backend == "auto" and envpool_supports(env_id)):
+        if not envpool_supports(env_id):
+            raise ConfigError(f"EnvPool does not provide '{env_id}' (or is not installed: pip install envpool); "
+                              "use --backend sync or async")
+        return EnvPoolBackend(env_id, num_envs, seed)
+    return GymnasiumBackend(env_id, num_envs, asynchronous=backend == "async")
