@@ -216,7 +216,7 @@ def resolve(cfg: MAConfig) -> MAConfig:
     check_env_name(cfg.env)
     parse_env_kwargs(cfg.env_kwargs)
     filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
-    out = dataclasses.replace(cfg, **filled)
+    out = dataclasses.replace(cfg, **filled, hidden_sizes=tuple(cfg.hidden_sizes))  # argparse gives a list
     validate(out)
     validate_for_env(out, env_spec(out.env, parse_env_kwargs(out.env_kwargs)).n_agents)
     return out
