@@ -35,7 +35,7 @@ def check_env_name(name: str) -> None:
     """Accept an mpe2 task name or an importable module with ``parallel_env``; else a ConfigError
     naming the closest mpe2 tasks."""
     path = _module_path(name)
-    if path != name or ("." in name and _importable_parallel_env(name)):
+    if path != name or _importable_parallel_env(name):
         return
     close = difflib.get_close_matches(name, list(mpe_env_names()), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else \

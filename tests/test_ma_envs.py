@@ -1,6 +1,8 @@
 """PettingZoo wrapper and batched env: API compliance, shapes, episode ends, exact state restore."""
+import gymnasium as gym
 import numpy as np
 import pytest
+from pettingzoo import ParallelEnv
 from pettingzoo.test import parallel_api_test
 
 from dapo_ma.envs import BatchedParallelEnv, check_env_name, env_spec, make_parallel_env
@@ -25,6 +27,7 @@ def test_heterogeneous_agents_stack():
 
 def test_module_paths_are_accepted():
     check_env_name("mpe2.simple_v3")
+    check_env_name(__name__)  # this module defines parallel_env()
 
 
 def test_batched_shapes_and_truncation_at_max_cycles():
@@ -56,3 +59,57 @@ def test_state_restore_continues_episodes_exactly():
         act = rng.integers(0, 5, (2, 3))
         oa, ob = a.step(act), b.step(act)
         assert np.array_equal(oa.obs, ob.obs) and np.array_equal(oa.rewards, ob.rewards)
+
+
+class _ToyEnv(ParallelEnv):
+    """Two agents; ``a`` terminates at step 2 (its episode ends early), ``b`` would run on."""
+
+    metadata = {"name": "toy_v0"}
+
+    def __init__(self):
+        self.possible_agents = ["a", "b"]
+        self.agents = []
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-1, 1, (2 if agent == "a" else 3,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: self.observation_space(a).sample() * 0 for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        obs = {a: np.full(self.observation_space(a).shape, 0.5, np.float32) for a in self.agents}
+        term = {"a": self.t >= 2, "b": False}
+        trunc = {a: False for a in self.agents}
+        rewards = {a: 1.0 for a in self.agents}
+        self.agents = [a for a in self.agents if not term[a]]
+        return obs, rewards, term, trunc, {a: {} for a in obs}
+
+
+def parallel_env():
+    return _ToyEnv()
+
+
+def test_early_termination_ends_the_copy_and_bootstraps_only_the_others():
+    envs = BatchedParallelEnv(__name__, {}, num_envs=1, seed=0)
+    assert envs.obs.shape == (1, 2, 3)  # a's 2-dim observation padded to 3
+    envs.step(np.zeros((1, 2), dtype=np.int64))
+    out = envs.step(np.zeros((1, 2), dtype=np.int64))
+    assert out.terminated.tolist() == [[True, False]] and out.truncated.tolist() == [[False, True]]
+    assert out.episodes[0].length == 2 and out.episodes[0].returns.tolist() == [2.0, 2.0]
+    assert np.allclose(out.final_obs[0, 1], 0.5) and np.allclose(out.obs, 0.0)  # reset after the end
+
+
+def test_on_policy_trainer_handles_termination(tmp_path):
+    from dapo_ma.config import MAConfig, resolve
+    from dapo_ma.ppo import OnPolicyMATrainer
+
+    cfg = resolve(MAConfig(env=__name__, algo="dapo-ma", total_steps=40, num_envs=2, num_steps=5,
+                           num_minibatches=2, run_dir=str(tmp_path)))
+    t = OnPolicyMATrainer(cfg, tmp_path)
+    metrics = t.iterate()
+    assert metrics["rollout/episodes"] == 4 and metrics["rollout/ep_length_mean"] == 2
