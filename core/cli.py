@@ -38,6 +38,8 @@ def _run(args) -> int:
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")}
     cfg = build_config(flags, args.config, args.resume)
     s = run_experiment(cfg, resume=args.resume is not None)
+    if s is None:  # a data-parallel rank other than 0
+        return 0
     print(f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
           f"final_return_mean {s['final_return_mean']:.1f}; eval {s['eval_return_mean']:.1f} "
           f"+- {s['eval_return_std']:.1f}; health events {s['health_events']}; outputs in {s['run_dir']}")

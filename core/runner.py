@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import time
 from pathlib import Path
+from typing import Optional
 
 import gymnasium as gym
 
@@ -44,17 +46,30 @@ def prepare_run_dir(cfg: TrainConfig, resume: bool) -> Path:
     return run_dir
 
 
-def run_experiment(cfg: TrainConfig, resume: bool = False) -> dict:
+class NullLogger:
+    """What non-zero data-parallel ranks log to."""
+
+    def log(self, step: int, metrics: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     """Train (or continue) a run and write config.yaml, metrics.csv, tb/, checkpoint.pt,
-    summary.json and learning_curve.png into its directory.  Returns the summary."""
+    summary.json and learning_curve.png into its directory.  Returns the summary (``None`` on
+    data-parallel ranks other than 0, which write nothing)."""
     cfg = resolve_for_env(cfg)
-    run_dir = prepare_run_dir(cfg, resume)
+    main = int(os.environ.get("RANK", "0")) == 0
+    run_dir = prepare_run_dir(cfg, resume) if main else Path(cfg.run_dir or "")
     checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
     cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    if main:
+        atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
     trainer = Trainer(cfg, run_dir, checkpoint)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
-    progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
+    progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress and main)
 
     def request_stop(signum, frame):  # finish the current update, checkpoint, exit; a 2nd Ctrl-C aborts
         trainer.stop_requested = True
@@ -67,6 +82,11 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> dict:
         signal.signal(signal.SIGINT, previous)
         progress.close()
         logger.close()
+        trainer.dist.close()
+    if not main:
+        if trainer.stop_requested:
+            raise RunInterrupted(run_dir)
+        return None
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}")
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)

@@ -22,6 +22,7 @@ from core.advantages import AutoLambda, gae, next_state_values
 from core.checkpoint import save_checkpoint
 from core.compile import maybe_compile
 from core.config import ConfigError, TrainConfig
+from core.distributed import Distributed
 from core.backends import make_backend
 from core.envs import ObsNormalizer, RewardScaler
 from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
@@ -65,15 +66,18 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -
 class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.device = pick_device(cfg.device)
+        self.device = Distributed.local_device(pick_device(cfg.device))
+        self.dist = Distributed(self.device)  # data-parallel ranks under torchrun (a no-op otherwise)
         torch.set_num_threads(cfg.torch_threads)
-        random.seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-        self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, cfg.seed)
+        seed = cfg.seed + self.dist.rank
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         self.actor = build_actor(obs_space, act_space, cfg.hidden_sizes).to(self.device)
         self.critic = Critic(int(np.prod(obs_space.shape)), cfg.hidden_sizes).to(self.device)
+        self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and per-network gradient clipping.
         self.optimizer = torch.optim.Adam([{"params": self.actor.parameters()},
@@ -81,12 +85,12 @@ class Trainer:
                                           fused=True)
         self.obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.norm_reward)
-        collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, cfg.seed)
+        collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, seed)
         self.rollouts = Prefetcher(collector, self.actor, self.critic, cfg.overlap)
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
-                                      cfg.importance_correction, seed=cfg.seed)
+                                      cfg.importance_correction, seed=seed)
         if cfg.compile:  # the sampler's arithmetic and the minibatch forward pass
             self.sampler.probs_fn = maybe_compile(self.sampler.probs_fn)
             self._evaluate = maybe_compile(self._evaluate)
@@ -135,9 +139,10 @@ class Trainer:
         lr_pi, lr_v = self._set_learning_rates()
         eps_low, eps_high, eps_v = self.clip_ranges()
         t0 = time.perf_counter()
-        batch = c.num_envs * c.num_steps
+        batch = self.batch_size
         has_next = self.global_step + 2 * batch <= c.total_steps
         rollout, last_values, episodes = self.rollouts.next(self.actor, self.critic, prefetch=has_next)
+        episodes = self.dist.gather(episodes)  # every rank sees all episodes: monitors act in lockstep
         self.global_step += batch
         t1 = time.perf_counter()
         next_values = next_state_values(rollout.values, last_values, rollout.dones, rollout.final_values)
@@ -150,7 +155,7 @@ class Trainer:
         self.sampler.add(data)
         self.sampler.temperature.on_rollout(self.sampler.window().advantages)
         t2 = time.perf_counter()
-        train = self.update(eps_low, eps_high, eps_v)
+        train = self.dist.mean_metrics(self.update(eps_low, eps_high, eps_v))
         self.rollouts.wait()
         self.sampler.temperature.on_update()
         t3 = time.perf_counter()
@@ -168,16 +173,16 @@ class Trainer:
             **self.sampler.stats(),
             **{f"health/{k}": v for k, v in self.health_counts.items()},
             "time/collect_s": t1 - t0, "time/advantage_s": t2 - t1, "time/update_s": t3 - t2,
-            "time/sps": c.num_envs * c.num_steps / (t3 - t0),
+            "time/sps": batch / (t3 - t0),
         }
 
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
         """One shared PPO-family update; a non-finite loss or result restores the last healthy weights."""
         metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer, self._grad_groups(),
-                                     lambda mb: (eps_low, eps_high, eps_v), self.update_settings)
+                                     lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist)
         if not finite:
             self._restore_last_good("non-finite loss")
-        elif not all_finite(list(self.actor.parameters()) + list(self.critic.parameters())):
+        elif not self.dist.all_true(all_finite(list(self.actor.parameters()) + list(self.critic.parameters()))):
             self._restore_last_good("non-finite parameters")
         else:
             self.last_good = self._snapshot()
@@ -226,9 +231,11 @@ class Trainer:
         """Run until ``total_steps`` (or ``max_iterations`` more updates, or a stop request);
         checkpoints every ``checkpoint_every_s`` and when leaving the loop."""
         last_ckpt, start_iter = time.monotonic(), self.iteration
-        batch = self.cfg.num_envs * self.cfg.num_steps
         try:
-            while self.global_step + batch <= self.cfg.total_steps and not self.stop_requested:
+            while self.global_step + self.batch_size <= self.cfg.total_steps:
+                if self.dist.any_true(self.stop_requested):  # Ctrl-C on any rank stops all together
+                    self.stop_requested = True
+                    break
                 if max_iterations is not None and self.iteration - start_iter >= max_iterations:
                     break
                 t = time.perf_counter()
@@ -243,12 +250,19 @@ class Trainer:
         finally:
             self.save()
 
+    @property
+    def batch_size(self) -> int:
+        """Env steps per iteration, summed over data-parallel ranks."""
+        return self.cfg.num_envs * self.cfg.num_steps * self.dist.world_size
+
     def recent_return(self) -> float:
         """Mean of the last 10 finished training episodes (NaN before the first)."""
         return float(np.mean(self.recent_returns)) if self.recent_returns else math.nan
 
     # --- state ---------------------------------------------------------------------------------
     def save(self) -> None:
+        if not self.dist.is_main:
+            return
         save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())
 
     def state_dict(self) -> dict:
@@ -275,7 +289,8 @@ class Trainer:
         self.obs_norm.load_state_dict(s["obs_norm"])
         self.reward_scaler.load_state_dict(s["reward_scaler"])
         self.sampler.load_state_dict(s["sampler"])
-        self.rollouts.load_state_dict(s["rollouts"])
+        if self.dist.rank == 0:  # other ranks keep their own fresh envs (see below)
+            self.rollouts.load_state_dict(s["rollouts"])
         self.gae_lambda.load_state_dict(s["gae_lambda"])
         h = s["health"]
         self.collapse.load_state_dict(h["collapse"])
@@ -289,3 +304,6 @@ class Trainer:
         random.setstate(s["rng"]["python"])
         if s["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(s["rng"]["cuda"])
+        if self.dist.rank > 0:  # rank 0's checkpoint holds rank 0's envs and RNG; decorrelate the others
+            torch.manual_seed(self.cfg.seed + self.dist.rank + 7919 * self.iteration)
+            np.random.seed(self.cfg.seed + self.dist.rank + 7919 * self.iteration)

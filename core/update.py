@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from core.distributed import Distributed
 from core.health import all_finite
 from core.losses import combined_objective, entropy_bonus, policy_loss, value_loss
 from core.sampler import DynamicSampler
@@ -41,12 +42,14 @@ class UpdateSettings:
 def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluation],
                optimizer: torch.optim.Optimizer, grad_groups: Sequence[Sequence[torch.nn.Parameter]],
                clip_ranges: Callable[[NamedTuple], tuple[Clip, Clip, Optional[Clip]]],
-               s: UpdateSettings) -> tuple[dict[str, float], bool]:
+               s: UpdateSettings, dist: Optional[Distributed] = None) -> tuple[dict[str, float], bool]:
     """Run ``num_epochs`` x ``num_minibatches`` gradient steps on minibatches drawn by ``sampler``.
 
     ``clip_ranges(mb)`` gives ``(eps_low, eps_high, eps_V or None)``.  Gradients are norm-clipped per
     group in ``grad_groups`` (one group: joint clipping).  Returns the ``train/`` metrics averaged over
     minibatches and ``False`` if a non-finite loss stopped the update before reaching the weights.
+    With ``dist`` (data-parallel ranks) gradients are averaged across ranks and the finite-loss
+    decision is taken jointly, so all ranks stay in step.
     """
     data = sampler.window()
     total: Optional[Tensor] = None
@@ -64,10 +67,13 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
             v_loss, v_diag = value_loss(ev.values, mb.values_old, mb.returns, eps_v, weights)
             entropy = entropy_bonus(ev.entropy, weights)
             loss = combined_objective(pi_loss, v_loss, entropy, s.vf_coef, s.ent_coef)
-            if not all_finite([loss]):  # never let NaN/Inf reach the weights
+            finite = all_finite([loss]) if dist is None else dist.all_true(all_finite([loss]))
+            if not finite:  # never let NaN/Inf reach the weights
                 return _means(names, total, n), False
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if dist is not None:
+                dist.average_gradients([p for group in grad_groups for p in group])
             for group in grad_groups:
                 torch.nn.utils.clip_grad_norm_(group, s.max_grad_norm)
             optimizer.step()

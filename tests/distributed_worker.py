@@ -1,0 +1,23 @@
+"""Launched by test_distributed.py under torchrun: train a few updates, save this rank's weights."""
+import sys
+from pathlib import Path
+
+import torch
+
+from core.config import TrainConfig
+from core.logging import MetricLogger
+from core.runner import NullLogger, resolve_for_env
+from core.trainer import Trainer
+
+out = Path(sys.argv[1])
+cfg = resolve_for_env(TrainConfig(env=sys.argv[2], algo=sys.argv[3], total_steps=8 * 256, num_envs=4,
+                                  num_steps=32, num_minibatches=2, num_epochs=2, progress=False,
+                                  tensorboard=False, eval_episodes=0, run_dir=str(out)))
+trainer = Trainer(cfg, out)
+first_obs = trainer.rollouts.collector.raw_obs.copy()
+logger = MetricLogger(out, tensorboard=False) if trainer.dist.is_main else NullLogger()
+trainer.train(logger)
+torch.save({"params": [p.detach() for p in list(trainer.actor.parameters()) + list(trainer.critic.parameters())],
+            "first_obs": first_obs, "global_step": trainer.global_step, "returns": list(trainer.recent_returns)},
+           out / f"rank{trainer.dist.rank}.pt")
+trainer.dist.close()
