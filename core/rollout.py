@@ -42,14 +42,23 @@ class Collector:
         self.envs, self.num_steps, self.device = envs, num_steps, device
         self.obs_norm, self.reward_scaler = obs_norm, reward_scaler
         self.act_space = envs.single_action_space
+        self._staging: Optional[Tensor] = None
         raw = envs.reset(seed=seed)
         self.obs_norm.update(raw)
         self.raw_obs = np.array(raw, dtype=np.float32)          # (N, D) as the envs returned it
         self.ep_return = np.zeros(envs.num_envs)
         self.ep_length = np.zeros(envs.num_envs, dtype=np.int64)
 
-    def _obs(self, raw: np.ndarray) -> Tensor:
-        return torch.as_tensor(self.obs_norm(raw), device=self.device)
+    def _obs(self, raw: np.ndarray, staged: bool = True) -> Tensor:
+        host = torch.from_numpy(self.obs_norm(raw))
+        if self.device.type != "cuda" or not staged:
+            return host.to(self.device)
+        # Pinned staging memory lets the copy run asynchronously; the next step's `.cpu()` of the
+        # actions synchronises, so the staging buffer is never overwritten while in flight.
+        if self._staging is None or self._staging.shape != host.shape:
+            self._staging = torch.empty(host.shape, dtype=host.dtype).pin_memory()
+        self._staging.copy_(host)
+        return self._staging.to(self.device, non_blocking=True)
 
     @torch.no_grad()
     def collect(self, actor: torch.nn.Module, critic: Critic) -> tuple[Rollout, Tensor, list[tuple[float, int]]]:
@@ -80,7 +89,7 @@ class Collector:
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(step.truncated)
-                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(step.final_obs[idx]))
+                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(step.final_obs[idx], staged=False))
             rewards[t], terminated[t], dones[t], valid[t] = step.reward, step.terminated, done, step.valid
             raw_next = step.obs
             raw_seen[t] = raw_next
