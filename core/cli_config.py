@@ -134,15 +134,16 @@ def write_yaml_config(cfg: Any) -> str:
     return yaml.safe_dump({k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}, sort_keys=False)
 
 
-def load_run_config(run_dir: Path) -> TrainConfig:
+def load_run_config(run_dir: Path, cls: type = TrainConfig):
     """The resolved config saved in ``run_dir/config.yaml``."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
-    return TrainConfig(**read_yaml_config(path))
+    return cls(**read_yaml_config(path, cls))
 
 
-def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir: Optional[Path]) -> TrainConfig:
+def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir: Optional[Path],
+                 cls: type = TrainConfig):
     """Merge defaults, an optional YAML file and explicit flags (or a resumed run's config)."""
     if resume_dir is not None:
         if config_file is not None:
@@ -151,7 +152,7 @@ def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir:
         if frozen:
             raise ConfigError(f"--{frozen[0].replace('_', '-')} cannot change when resuming; only "
                               f"{', '.join('--' + k.replace('_', '-') for k in sorted(RESUMABLE_OVERRIDES))} can")
-        base = dataclasses.asdict(load_run_config(resume_dir))
-        return TrainConfig(**{**base, **flags, "run_dir": str(resume_dir)})
-    values = read_yaml_config(config_file) if config_file is not None else {}
-    return TrainConfig(**{**values, **flags})
+        base = dataclasses.asdict(load_run_config(resume_dir, cls))
+        return cls(**{**base, **flags, "run_dir": str(resume_dir)})
+    values = read_yaml_config(config_file, cls) if config_file is not None else {}
+    return cls(**{**values, **flags})
