@@ -1,0 +1,33 @@
+"""Aggregate statistics for benchmark tables (Agarwal et al. 2021, "Deep RL at the Edge of the
+Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals."""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+
+def iqm(x: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% of the values (25% trimmed from each end,
+    as ``scipy.stats.trim_mean(x, 0.25)``; with fewer than 4 values nothing is trimmed)."""
+    v = np.sort(np.asarray(x, dtype=float))
+    cut = int(0.25 * len(v))
+    return float(v[cut:len(v) - cut].mean())
+
+
+def stratified_bootstrap_ci(scores: Mapping[str, Sequence[float]], statistic: Callable = iqm,
+                            reps: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+    """Percentile CI of ``statistic`` over all scores, resampling runs with replacement *within*
+    each task (stratum) so every resample keeps the per-task run counts."""
+    rng = np.random.default_rng(seed)
+    strata = [np.asarray(v, dtype=float) for v in scores.values()]
+    stats = np.empty(reps)
+    for r in range(reps):
+        stats[r] = statistic(np.concatenate([s[rng.integers(0, len(s), len(s))] for s in strata]))
+    return float(np.quantile(stats, alpha / 2)), float(np.quantile(stats, 1 - alpha / 2))
+
+
+def steps_to_threshold(steps: Sequence[float], values: Sequence[float], threshold: float) -> float:
+    """First step at which ``values`` reach ``threshold`` (NaN if never)."""
+    hit = np.flatnonzero(np.asarray(values, dtype=float) >= threshold)
+    return float(np.asarray(steps, dtype=float)[hit[0]]) if len(hit) else float("nan")

@@ -1,0 +1,31 @@
+"""Benchmark statistics (experiments/stats.py) on hand-checkable inputs."""
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import trim_mean
+
+from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
+
+
+def test_iqm_hand_values_and_scipy():
+    assert iqm([1, 2, 3, 4, 5, 6, 7, 8]) == 4.5          # middle four: 3, 4, 5, 6
+    assert iqm([10, 0, 100]) == pytest.approx(110 / 3)  # fewer than 4 values: plain mean
+    x = np.random.default_rng(0).normal(size=37)
+    assert iqm(x) == pytest.approx(trim_mean(x, 0.25))
+
+
+def test_stratified_bootstrap_ci_brackets_the_statistic_and_keeps_strata():
+    rng = np.random.default_rng(1)
+    scores = {"a": rng.normal(0, 1, 10), "b": rng.normal(100, 1, 10)}
+    lo, hi = stratified_bootstrap_ci(scores, np.mean, reps=500)
+    point = np.mean(np.concatenate(list(scores.values())))
+    assert lo < point < hi
+    assert hi - lo < 2.0   # strata keep their sizes: the 0-vs-100 split never changes the mean much
+    wide = stratified_bootstrap_ci({"a": scores["a"][:3], "b": scores["b"][:3]}, np.mean, reps=500)
+    assert wide[1] - wide[0] > hi - lo
+
+
+def test_steps_to_threshold():
+    assert steps_to_threshold([10, 20, 30], [0.1, 0.5, 0.9], 0.5) == 20
+    assert math.isnan(steps_to_threshold([10, 20], [0.1, 0.2], 0.5))
