@@ -92,7 +92,9 @@ class TrainConfig:
     policy_lr_drop_factor: float = 0.1
     """Multiplier applied to the policy learning rate at policy_lr_drop_step."""
     separate_optimizers: Optional[bool] = None
-    """Separate actor/critic optimisers and learning rates (preset: on for dapo only)."""
+    """Decoupled clipping (SPEC 2.3): separate actor/critic optimiser groups (learning rates lr and
+    critic_lr, per-network gradient clipping), and the value clip follows the eps_V schedule instead of
+    clip_eps (preset: on for dapo only)."""
     max_grad_norm: float = 0.5
     """Gradient-norm clip (per network when optimisers are separate)."""
     norm_adv: bool = True

@@ -1,0 +1,145 @@
+"""MuJoCo benchmark (issue #4): {ppo, grpo, dapo, SB3 PPO} x envs x seeds, ablations, robustness grid.
+
+Every run is a ``dapo run`` (or an SB3 worker) in its own process under
+``OUT/runs/<env>/<variant>/s<seed>``; a run with a summary.json is skipped and an interrupted one is
+resumed, so an interrupted sweep simply continues when re-launched.  ``--jobs`` runs that many at
+once (2 uses both cores of the build machines).  The report (results.csv, results.md with mean +- std
+and IQM with a stratified-bootstrap 95% CI, one learning-curve PNG per env) is rebuilt at the end.
+
+    python experiments/mujoco_benchmark.py --quick                       # minutes: smoke test
+    python experiments/mujoco_benchmark.py --envs HalfCheetah-v5 Walker2d-v5 --seeds 1 2 3 --total-steps 1000000
+    python experiments/mujoco_benchmark.py --suite ablation --envs HalfCheetah-v5 Humanoid-v5
+    python experiments/mujoco_benchmark.py --suite robustness --envs Hopper-v5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo", "dapo"], "sb3-ppo": None}
+ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
+    "dapo": ["--algo", "dapo"],
+    "dapo-no-decoupled": ["--algo", "dapo", "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
+    "dapo-clip-higher": ["--algo", "dapo", "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
+    "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
+    "dapo-importance": ["--algo", "dapo", "--importance-correction"],
+    "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
+    "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],
+    "dapo-T-learnable": ["--algo", "dapo", "--temperature-mode", "learnable"],
+    "dapo-epsV-constant": ["--algo", "dapo", "--eps-v-schedule", "constant"],
+    "dapo-lr-drop": ["--algo", "dapo", "--policy-lr-drop-step", "100000"],
+}
+ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
+              for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
+SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS}
+
+
+def run_dir(out: Path, env: str, variant: str, seed: int) -> Path:
+    return out / "runs" / env / variant / f"s{seed}"
+
+
+def run_one(out: Path, env: str, variant: str, flags, seed: int, steps: int) -> str:
+    d = run_dir(out, env, variant, seed)
+    if (d / "summary.json").exists():
+        return f"skip {d}"
+    if flags is None:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--sb3-worker", env, str(seed), str(steps), str(d)]
+    elif (d / "checkpoint.pt").exists():
+        cmd = [sys.executable, "-m", "core", "run", "--resume", str(d), "--no-progress"]
+    else:
+        cmd = [sys.executable, "-m", "core", "run", "--env", env, *flags, "--seed", str(seed), "--total-steps",
+               str(steps), "--run-dir", str(d), "--no-progress", "--no-tensorboard"]
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"FAILED {d}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+    return f"done {d} in {time.time() - t0:.0f}s"
+
+
+def sb3_worker(env: str, seed: int, steps: int, out: Path) -> None:
+    """SB3 PPO with CleanRL/SB3-zoo MuJoCo settings, writing metrics.csv and summary.json like ours."""
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from core.checkpoint import write_json
+    from core.logging import MetricLogger
+
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    logger = MetricLogger(out, tensorboard=False)
+
+    class Log(BaseCallback):
+        def _on_rollout_end(self) -> None:
+            eps = [e["r"] for e in self.model.ep_info_buffer]
+            logger.log(self.num_timesteps, {"rollout/ep_return_mean": float(np.mean(eps[-10:])) if eps else float("nan")})
+
+        def _on_step(self) -> bool:
+            return True
+
+    t0 = time.perf_counter()
+    venv = VecNormalize(make_vec_env(env, n_envs=1, seed=seed), gamma=0.99)
+    model = PPO("MlpPolicy", venv, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4, gamma=0.99,
+                gae_lambda=0.95, clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, seed=seed,
+                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh),
+                device="cpu", verbose=0)
+    model.learn(total_timesteps=steps, callback=Log())
+    wall = time.perf_counter() - t0
+    eps = [e["r"] for e in model.ep_info_buffer][-10:]
+    write_json(out / "summary.json", {"env": env, "algo": "sb3-ppo", "seed": seed, "total_steps": model.num_timesteps,
+                                      "wall_time_s": wall, "sps": model.num_timesteps / wall,
+                                      "final_return_mean": float(np.mean(eps)) if eps else float("nan"),
+                                      "eval_return_mean": float("nan"), "eval_return_std": float("nan")})
+    logger.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", choices=sorted(SUITES), default="main", help="main table, ablations or robustness grid")
+    p.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"])
+    p.add_argument("--variants", nargs="+", help="subset of the suite's variants (default: all)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--total-steps", type=int, default=1_000_000, help="env steps per run")
+    p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+    p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "mujoco")
+    p.add_argument("--quick", action="store_true", help="smoke preset: HalfCheetah, 2 seeds, 8192 steps")
+    p.add_argument("--report-only", action="store_true", help="rebuild the tables and plots from finished runs")
+    p.add_argument("--sb3-worker", nargs=4, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.sb3_worker:
+        env, seed, steps, out = args.sb3_worker
+        sb3_worker(env, int(seed), int(steps), Path(out))
+        return
+    if args.quick:
+        args.envs, args.seeds, args.total_steps = ["HalfCheetah-v5"], [1, 2], 8192
+    variants = SUITES[args.suite]
+    if args.variants:
+        unknown = set(args.variants) - set(variants)
+        if unknown:
+            p.error(f"unknown variants {sorted(unknown)}; choose from {sorted(variants)}")
+        variants = {k: variants[k] for k in args.variants}
+    out = args.out / args.suite if args.suite != "main" else args.out
+    if not args.report_only:
+        jobs = [(env, v, f, s) for env in args.envs for s in args.seeds for v, f in variants.items()]
+        print(f"{len(jobs)} runs, {args.jobs} at a time, into {out}", flush=True)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for msg in pool.map(lambda j: run_one(out, j[0], j[1], j[2], j[3], args.total_steps), jobs):
+                print(msg, flush=True)
+    from experiments.mujoco_report import write_report
+
+    command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in sys.argv[1:])
+    write_report(out, args.envs, list(variants), args.seeds, args.total_steps, command)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

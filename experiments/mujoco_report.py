@@ -1,0 +1,102 @@
+"""Tables and learning curves for ``mujoco_benchmark.py`` (results.csv, results.md, curves_<env>.png)."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from experiments.stats import iqm, stratified_bootstrap_ci
+
+SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
+                 "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (SPEC 6)
+CLEANRL_PPO_1M = {"HalfCheetah": 2906, "Walker2d": 2891, "Humanoid": 742}  # CleanRL's published v4 numbers
+
+
+def _summaries(out: Path, envs, variants, seeds) -> list[dict]:
+    rows = []
+    for env in envs:
+        for v in variants:
+            for s in seeds:
+                f = out / "runs" / env / v / f"s{s}" / "summary.json"
+                if f.exists():
+                    d = json.loads(f.read_text())
+                    rows.append({"env": env, "variant": v, "seed": s, "total_steps": d["total_steps"],
+                                 "final_return_mean": d["final_return_mean"], "eval_return_mean": d["eval_return_mean"],
+                                 "wall_time_s": round(d["wall_time_s"], 1), "sps": round(d["sps"], 1)})
+    return rows
+
+
+def _curve(run: Path, grid: np.ndarray) -> np.ndarray:
+    with open(run / "metrics.csv", newline="") as f:
+        rows = [(float(r["global_step"]), r["rollout/ep_return_mean"]) for r in csv.DictReader(f)]
+    pts = [(s, float(v)) for s, v in rows if v not in ("", "nan")]
+    if not pts:
+        return np.full_like(grid, np.nan)
+    steps, vals = map(np.asarray, zip(*pts))
+    k = min(10, len(vals))
+    smooth = np.convolve(vals, np.ones(k) / k, mode="valid")
+    return np.interp(grid, steps[k - 1:], smooth, left=np.nan, right=smooth[-1])
+
+
+def _plot(out: Path, env: str, variants, seeds, total_steps: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = np.linspace(0, total_steps, 200)
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for v in variants:
+        runs = [out / "runs" / env / v / f"s{s}" for s in seeds]
+        curves = np.array([_curve(r, grid) for r in runs if (r / "metrics.csv").exists()])
+        if len(curves) == 0:
+            continue
+        mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0)
+        ax.plot(grid, mean, label=f"{v} (n={len(curves)})")
+        ax.fill_between(grid, mean - std, mean + std, alpha=0.2)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return (10-update mean)")
+    ax.set_title(f"{env}: mean +- std over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / f"curves_{env}.png")
+    plt.close(fig)
+
+
+def write_report(out: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
+    rows = _summaries(out, envs, variants, seeds)
+    if not rows:
+        print("no finished runs yet")
+        return
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
+          f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
+          f"training episodes. Machine: {platform.processor() or platform.machine()}, Python "
+          f"{platform.python_version()}. Cells: mean +- std over seeds (n), then IQM [95% bootstrap CI].", "",
+          "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
+    for env in envs:
+        cells = []
+        for v in variants:
+            x = [r["final_return_mean"] for r in rows if r["env"] == env and r["variant"] == v]
+            x = [a for a in x if not math.isnan(a)]
+            if not x:
+                cells.append("-")
+                continue
+            lo, hi = stratified_bootstrap_ci({env: x}, iqm, reps=2000)
+            cells.append(f"{np.mean(x):.0f} +- {np.std(x):.0f} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
+        md.append(f"| {env} | " + " | ".join(cells) + " |")
+        _plot(out, env, variants, seeds, total_steps)
+    md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
+           "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
+           + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
