@@ -46,6 +46,22 @@ def prepare_run_dir(cfg: TrainConfig, resume: bool) -> Path:
     return run_dir
 
 
+def train_interruptibly(trainer, logger, progress) -> None:
+    """``trainer.train`` where Ctrl-C finishes the current iteration, checkpoints and sets
+    ``trainer.stop_requested``; a second Ctrl-C aborts at once.  Closes the logger and progress bar."""
+    def request_stop(signum, frame):
+        trainer.stop_requested = True
+        signal.signal(signal.SIGINT, previous)
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        trainer.train(logger, progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        progress.close()
+        logger.close()
+
+
 class NullLogger:
     """What non-zero data-parallel ranks log to."""
 
@@ -71,17 +87,9 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
     progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress and main)
 
-    def request_stop(signum, frame):  # finish the current update, checkpoint, exit; a 2nd Ctrl-C aborts
-        trainer.stop_requested = True
-        signal.signal(signal.SIGINT, previous)
-
-    previous = signal.signal(signal.SIGINT, request_stop)
     try:
-        trainer.train(logger, progress)
+        train_interruptibly(trainer, logger, progress)
     finally:
-        signal.signal(signal.SIGINT, previous)
-        progress.close()
-        logger.close()
         trainer.dist.close()
     if not main:
         if trainer.stop_requested:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import math
-import random
 import time
 from collections import deque
 from pathlib import Path
@@ -27,6 +26,7 @@ from core.backends import make_backend
 from core.envs import ObsNormalizer, RewardScaler
 from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 from core.logging import MetricLogger
+from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
 from core.networks import CategoricalActor, Critic, GaussianActor
 from core.rollout import Collector, Prefetcher, Rollout
@@ -70,9 +70,7 @@ class Trainer:
         self.dist = Distributed(self.device)  # data-parallel ranks under torchrun (a no-op otherwise)
         torch.set_num_threads(cfg.torch_threads)
         seed = cfg.seed + self.dist.rank
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
+        seed_everything(seed)
         self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         self.actor = build_actor(obs_space, act_space, cfg.hidden_sizes).to(self.device)
@@ -228,27 +226,13 @@ class Trainer:
 
     # --- the loop ------------------------------------------------------------------------------
     def train(self, logger: MetricLogger, progress=None, max_iterations: Optional[int] = None) -> None:
-        """Run until ``total_steps`` (or ``max_iterations`` more updates, or a stop request);
-        checkpoints every ``checkpoint_every_s`` and when leaving the loop."""
-        last_ckpt, start_iter = time.monotonic(), self.iteration
-        try:
-            while self.global_step + self.batch_size <= self.cfg.total_steps:
-                if self.dist.any_true(self.stop_requested):  # Ctrl-C on any rank stops all together
-                    self.stop_requested = True
-                    break
-                if max_iterations is not None and self.iteration - start_iter >= max_iterations:
-                    break
-                t = time.perf_counter()
-                metrics = self.iterate()
-                self.elapsed += time.perf_counter() - t
-                logger.log(self.global_step, metrics)
-                if progress is not None:
-                    progress.update(self.global_step, metrics["time/sps"], self.recent_return())
-                if time.monotonic() - last_ckpt > self.cfg.checkpoint_every_s:
-                    self.save()
-                    last_ckpt = time.monotonic()
-        finally:
-            self.save()
+        """Run the shared outer loop (core.loop.train_loop) on this trainer."""
+        train_loop(self, logger, progress, max_iterations)
+
+    def should_stop(self) -> bool:
+        """A Ctrl-C on any data-parallel rank stops all ranks at the same iteration."""
+        self.stop_requested = self.dist.any_true(self.stop_requested)
+        return self.stop_requested
 
     @property
     def batch_size(self) -> int:
@@ -277,8 +261,7 @@ class Trainer:
                        "counts": dict(self.health_counts), "events": list(self.health_events),
                        "best_actor": self.best_actor, "last_good": self.last_good},
             "recent_returns": list(self.recent_returns),
-            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "rng": rng_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
@@ -299,11 +282,6 @@ class Trainer:
         self.health_counts, self.health_events = dict(h["counts"]), list(h["events"])
         self.best_actor, self.last_good = h["best_actor"], h["last_good"]
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
-        torch.set_rng_state(s["rng"]["torch"])
-        np.random.set_state(s["rng"]["numpy"])
-        random.setstate(s["rng"]["python"])
-        if s["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(s["rng"]["cuda"])
+        set_rng_state(s["rng"])
         if self.dist.rank > 0:  # rank 0's checkpoint holds rank 0's envs and RNG; decorrelate the others
-            torch.manual_seed(self.cfg.seed + self.dist.rank + 7919 * self.iteration)
-            np.random.seed(self.cfg.seed + self.dist.rank + 7919 * self.iteration)
+            seed_everything(self.cfg.seed + self.dist.rank + 7919 * self.iteration)
