@@ -20,6 +20,7 @@ import json
 import math
 import platform
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -203,7 +204,9 @@ def plot(args, dirs, r_random, thresholds) -> None:
     for a in ALGOS:
         grid = np.arange(GRID, args.steps + 1, GRID)
         curves = np.stack([np.interp(grid, *curve(d), left=np.nan) for d in dirs[a]])
-        mean, lo, hi = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
+        with warnings.catch_warnings():  # grid points before any run's first smoothed value are all-NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, lo, hi = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
         ax.plot(grid, mean, lw=2, label=a)
         ax.fill_between(grid, lo, hi, alpha=0.15)
     ax.axhline(r_random, color="k", ls=":", label="random")
