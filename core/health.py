@@ -11,6 +11,8 @@ import math
 from collections import deque
 from typing import Iterable
 
+EPS_PI_MAX = 0.5  # the collapse remedy (eps_pi x1.5) never widens the policy clip beyond this
+
 
 class PolicyCollapseMonitor:
     """Fires when recent returns lose most of a *significant* improvement.

@@ -24,7 +24,7 @@ from core.config import ConfigError, TrainConfig
 from core.distributed import Distributed
 from core.backends import make_backend
 from core.envs import ObsNormalizer, RewardScaler
-from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
+from core.health import EPS_PI_MAX, PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 from core.logging import MetricLogger
 from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
@@ -33,7 +33,6 @@ from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
 from core.update import Evaluation, UpdateSettings, ppo_update
 
-EPS_PI_MAX = 0.5  # the collapse remedy never widens the policy clip beyond this
 
 
 def pick_device(name: str) -> torch.device:

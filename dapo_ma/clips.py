@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from core import schedules
-from core.trainer import EPS_PI_MAX
+from core.health import EPS_PI_MAX
 
 
 class ClipRanges(NamedTuple):

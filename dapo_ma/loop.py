@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-import random
-import time
 from collections import deque
 from pathlib import Path
 from typing import Optional
@@ -19,6 +17,7 @@ import torch
 
 from core.checkpoint import save_checkpoint
 from core.logging import MetricLogger
+from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.trainer import pick_device
 from dapo_ma.config import MAConfig, parse_env_kwargs
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
@@ -31,9 +30,7 @@ class MATrainerBase(ABC):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.torch_threads)
-        random.seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
+        seed_everything(cfg.seed)
         self.envs = BatchedParallelEnv(cfg.env, parse_env_kwargs(cfg.env_kwargs), cfg.num_envs, cfg.seed)
         self.spec = self.envs.spec
         self.n_agents = self.spec.n_agents
@@ -55,26 +52,15 @@ class MATrainerBase(ABC):
 
     # --- shared --------------------------------------------------------------------------------
     def train(self, logger: MetricLogger, progress=None, max_iterations: Optional[int] = None) -> None:
-        """Run until ``total_steps`` (or ``max_iterations`` more iterations, or a stop request);
-        checkpoints every ``checkpoint_every_s`` and when leaving the loop."""
-        last_ckpt, start_iter = time.monotonic(), self.iteration
-        try:
-            while self.global_step + self.steps_per_iteration <= self.cfg.total_steps and not self.stop_requested:
-                if max_iterations is not None and self.iteration - start_iter >= max_iterations:
-                    break
-                t = time.perf_counter()
-                metrics = self.iterate()
-                dt = time.perf_counter() - t
-                self.elapsed += dt
-                metrics["time/sps"] = self.steps_per_iteration / dt
-                logger.log(self.global_step, metrics)
-                if progress is not None:
-                    progress.update(self.global_step, metrics["time/sps"], self.recent_return())
-                if time.monotonic() - last_ckpt > self.cfg.checkpoint_every_s:
-                    self.save()
-                    last_ckpt = time.monotonic()
-        finally:
-            self.save()
+        """Run core's shared outer loop (core.loop.train_loop) on this trainer."""
+        train_loop(self, logger, progress, max_iterations)
+
+    @property
+    def batch_size(self) -> int:
+        return self.steps_per_iteration
+
+    def should_stop(self) -> bool:
+        return self.stop_requested
 
     def episode_metrics(self, episodes: list[EpisodeStats]) -> dict[str, float]:
         """``rollout/`` means over finished episodes (return = per-agent return averaged over agents)
@@ -106,8 +92,7 @@ class MATrainerBase(ABC):
             "global_step": self.global_step, "iteration": self.iteration, "elapsed": self.elapsed,
             "envs": self.envs.state_dict(), "recent_returns": list(self.recent_returns),
             "health_counts": dict(self.health_counts), "health_events": list(self.health_events),
-            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "rng": rng_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
@@ -115,8 +100,4 @@ class MATrainerBase(ABC):
         self.envs.load_state_dict(s["envs"])
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
         self.health_counts, self.health_events = dict(s["health_counts"]), list(s["health_events"])
-        torch.set_rng_state(s["rng"]["torch"])
-        np.random.set_state(s["rng"]["numpy"])
-        random.setstate(s["rng"]["python"])
-        if s["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(s["rng"]["cuda"])
+        set_rng_state(s["rng"])

@@ -7,17 +7,16 @@ write summary.json and learning_curve.png.
 from __future__ import annotations
 
 import dataclasses
-import signal
 from pathlib import Path
 from typing import Optional
 
 from core.checkpoint import atomic_write, load_checkpoint, write_json
-from core.cli_config import read_yaml_config, write_yaml_config
-from core.config import ConfigError, RunInterrupted
+from core.cli_config import load_run_config as core_load_run_config, write_yaml_config
+from core.config import RunInterrupted
 from core.evaluation import mean_std
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
-from core.runner import prepare_run_dir
+from core.runner import prepare_run_dir, train_interruptibly
 from dapo_ma.config import MAConfig, resolve
 from dapo_ma.evaluation import evaluate
 from dapo_ma.loop import MATrainerBase
@@ -35,10 +34,7 @@ def make_trainer(cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None
 
 def load_run_config(run_dir: Path) -> MAConfig:
     """The resolved config saved in ``run_dir/config.yaml``."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
-    return MAConfig(**read_yaml_config(path, MAConfig))
+    return core_load_run_config(run_dir, MAConfig)
 
 
 def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
@@ -53,17 +49,9 @@ def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
     progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress)
 
-    def request_stop(signum, frame):  # finish the current iteration, checkpoint, exit; a 2nd Ctrl-C aborts
-        trainer.stop_requested = True
-        signal.signal(signal.SIGINT, previous)
-
-    previous = signal.signal(signal.SIGINT, request_stop)
     try:
-        trainer.train(logger, progress)
+        train_interruptibly(trainer, logger, progress)
     finally:
-        signal.signal(signal.SIGINT, previous)
-        progress.close()
-        logger.close()
         trainer.envs.close()
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
                         f"{cfg.algo.upper()} on {cfg.env} (per-agent mean return)")

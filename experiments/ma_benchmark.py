@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
+
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
 ENV, ENV_KWARGS = "simple_spread_v3", "N=3 local_ratio=0.5 max_cycles=25"
 GRID = 2_000           # learning curves are interpolated onto this step grid
@@ -87,27 +89,6 @@ def final_return(run_dir: Path) -> float:
     return float(ret[-FINAL_ITERS:].mean())
 
 
-def steps_to(steps: np.ndarray, smooth: np.ndarray, threshold: float) -> float:
-    """First env step at which the smoothed curve reaches ``threshold`` (NaN if never)."""
-    hit = np.flatnonzero(smooth >= threshold)
-    return float(steps[hit[0]]) if len(hit) else math.nan
-
-
-def iqm(x: np.ndarray) -> float:
-    """Interquartile mean: the mean of the middle 50% (scipy.stats.trim_mean(x, 0.25), as rliable)."""
-    x = np.sort(np.asarray(x))
-    cut = int(0.25 * len(x))
-    return float(x[cut:len(x) - cut].mean())
-
-
-def bootstrap_ci(x: np.ndarray, n: int = 5000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap CI of the IQM, resampling seeds (one task: the stratified bootstrap
-    of Agarwal et al. 2021 reduces to resampling runs)."""
-    rng = np.random.default_rng(seed)
-    stats = [iqm(rng.choice(x, size=len(x), replace=True)) for _ in range(n)]
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=150_000, help="env steps per run")
@@ -139,7 +120,7 @@ def report(args, random_by_seed: list[float], wall: float) -> None:
             steps, smooth = curve(d)
             rows.append({"algo": a, "seed": s, "final_return": round(finals[a][s - 1], 3),
                          "eval_return": round(summary["eval_return_mean"], 3),
-                         **{f"steps_to[{k}]": steps_to(steps, smooth, v) for k, v in thresholds.items()},
+                         **{f"steps_to[{k}]": steps_to_threshold(steps, smooth, v) for k, v in thresholds.items()},
                          "wall_time_s": summary["wall_time_s"], "sps": summary["sps"],
                          "health_events": sum(summary["health_events"].values())})
     for s, r in enumerate(random_by_seed, start=1):
@@ -166,7 +147,7 @@ def write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall) -
     for a in (*ALGOS, "random"):
         x = np.array(random_by_seed) if a == "random" else finals[a]
         ev = [r["eval_return"] for r in rows if r["algo"] == a]
-        lo, hi = bootstrap_ci(x)
+        lo, hi = stratified_bootstrap_ci({"simple_spread": x}, iqm, reps=5000)
         cells = []
         for k in thresholds:
             hits = np.array([r.get(f"steps_to[{k}]", math.nan) for r in rows if r["algo"] == a], dtype=float)
