@@ -1,7 +1,7 @@
 """MuJoCo benchmark (issue #4): {ppo, grpo, dapo, SB3 PPO} x envs x seeds, ablations, robustness grid.
 
 Every run is a ``dapo run`` (or an SB3 worker) in its own process under
-``OUT/runs/<env>/<variant>/s<seed>``; a run with a summary.json is skipped and an interrupted one is
+``RUNS/<suite>/<env>/<variant>/s<seed>`` (``--runs-dir``, default ``runs/mujoco_benchmark``, not committed); a run with a summary.json is skipped and an interrupted one is
 resumed, so an interrupted sweep simply continues when re-launched.  ``--jobs`` runs that many at
 once (2 uses both cores of the build machines).  The report (results.csv, results.md with mean +- std
 and IQM with a stratified-bootstrap 95% CI, one learning-curve PNG per env) is rebuilt at the end.
@@ -40,12 +40,12 @@ ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-
 SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS}
 
 
-def run_dir(out: Path, env: str, variant: str, seed: int) -> Path:
-    return out / "runs" / env / variant / f"s{seed}"
+def run_dir(runs: Path, env: str, variant: str, seed: int) -> Path:
+    return runs / env / variant / f"s{seed}"
 
 
-def run_one(out: Path, env: str, variant: str, flags, seed: int, steps: int) -> str:
-    d = run_dir(out, env, variant, seed)
+def run_one(runs: Path, env: str, variant: str, flags, seed: int, steps: int) -> str:
+    d = run_dir(runs, env, variant, seed)
     if (d / "summary.json").exists():
         return f"skip {d}"
     if flags is None:
@@ -110,7 +110,8 @@ def main() -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--total-steps", type=int, default=1_000_000, help="env steps per run")
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
-    p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "mujoco")
+    p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "mujoco", help="tables and plots")
+    p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "mujoco_benchmark", help="run directories")
     p.add_argument("--quick", action="store_true", help="smoke preset: HalfCheetah, 2 seeds, 8192 steps")
     p.add_argument("--report-only", action="store_true", help="rebuild the tables and plots from finished runs")
     p.add_argument("--sb3-worker", nargs=4, help=argparse.SUPPRESS)
@@ -128,16 +129,18 @@ def main() -> None:
             p.error(f"unknown variants {sorted(unknown)}; choose from {sorted(variants)}")
         variants = {k: variants[k] for k in args.variants}
     out = args.out / args.suite if args.suite != "main" else args.out
+    runs = args.runs_dir / args.suite
+    out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         jobs = [(env, v, f, s) for env in args.envs for s in args.seeds for v, f in variants.items()]
-        print(f"{len(jobs)} runs, {args.jobs} at a time, into {out}", flush=True)
+        print(f"{len(jobs)} runs, {args.jobs} at a time, into {runs}", flush=True)
         with ThreadPoolExecutor(args.jobs) as pool:
-            for msg in pool.map(lambda j: run_one(out, j[0], j[1], j[2], j[3], args.total_steps), jobs):
+            for msg in pool.map(lambda j: run_one(runs, j[0], j[1], j[2], j[3], args.total_steps), jobs):
                 print(msg, flush=True)
     from experiments.mujoco_report import write_report
 
     command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in sys.argv[1:])
-    write_report(out, args.envs, list(variants), args.seeds, args.total_steps, command)
+    write_report(out, runs, args.envs, list(variants), args.seeds, args.total_steps, command)
 
 
 if __name__ == "__main__":

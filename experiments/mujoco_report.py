@@ -17,12 +17,12 @@ SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 254
 CLEANRL_PPO_1M = {"HalfCheetah": 2906, "Walker2d": 2891, "Humanoid": 742}  # CleanRL's published v4 numbers
 
 
-def _summaries(out: Path, envs, variants, seeds) -> list[dict]:
+def _summaries(runs: Path, envs, variants, seeds) -> list[dict]:
     rows = []
     for env in envs:
         for v in variants:
             for s in seeds:
-                f = out / "runs" / env / v / f"s{s}" / "summary.json"
+                f = runs / env / v / f"s{s}" / "summary.json"
                 if f.exists():
                     d = json.loads(f.read_text())
                     rows.append({"env": env, "variant": v, "seed": s, "total_steps": d["total_steps"],
@@ -43,7 +43,7 @@ def _curve(run: Path, grid: np.ndarray) -> np.ndarray:
     return np.interp(grid, steps[k - 1:], smooth, left=np.nan, right=smooth[-1])
 
 
-def _plot(out: Path, env: str, variants, seeds, total_steps: int) -> None:
+def _plot(out: Path, runs_root: Path, env: str, variants, seeds, total_steps: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +52,7 @@ def _plot(out: Path, env: str, variants, seeds, total_steps: int) -> None:
     grid = np.linspace(0, total_steps, 200)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for v in variants:
-        runs = [out / "runs" / env / v / f"s{s}" for s in seeds]
+        runs = [runs_root / env / v / f"s{s}" for s in seeds]
         curves = np.array([_curve(r, grid) for r in runs if (r / "metrics.csv").exists()])
         if len(curves) == 0:
             continue
@@ -69,8 +69,8 @@ def _plot(out: Path, env: str, variants, seeds, total_steps: int) -> None:
     plt.close(fig)
 
 
-def write_report(out: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
-    rows = _summaries(out, envs, variants, seeds)
+def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
+    rows = _summaries(runs, envs, variants, seeds)
     if not rows:
         print("no finished runs yet")
         return
@@ -94,7 +94,7 @@ def write_report(out: Path, envs, variants, seeds, total_steps: int, command: st
             lo, hi = stratified_bootstrap_ci({env: x}, iqm, reps=2000)
             cells.append(f"{np.mean(x):.0f} +- {np.std(x):.0f} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
         md.append(f"| {env} | " + " | ".join(cells) + " |")
-        _plot(out, env, variants, seeds, total_steps)
+        _plot(out, runs, env, variants, seeds, total_steps)
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]
