@@ -91,3 +91,33 @@ def all_finite(tensors: Iterable) -> bool:
     import torch
 
     return all(bool(torch.isfinite(t).all()) for t in tensors)
+
+
+class NonFiniteGuard:
+    """Keeps the last healthy (actor, critic, optimizer) state and puts it back after an update that
+    produced a non-finite loss or non-finite weights, so NaN/Inf never survive an update."""
+
+    def __init__(self, actor, critic, optimizer):
+        self.actor, self.critic, self.optimizer = actor, critic, optimizer
+        self.last_good = self.snapshot()
+
+    def snapshot(self) -> dict:
+        import copy
+
+        return copy.deepcopy({"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                              "optimizer": self.optimizer.state_dict()})
+
+    def after_update(self, loss_was_finite: bool, agree=lambda ok: ok) -> str:
+        """Restore and return a description if the update went non-finite, else snapshot and return "".
+        ``agree`` combines the weight check across data-parallel ranks."""
+        if not loss_was_finite:
+            problem = "non-finite loss"
+        elif not agree(all_finite(list(self.actor.parameters()) + list(self.critic.parameters()))):
+            problem = "non-finite parameters"
+        else:
+            self.last_good = self.snapshot()
+            return ""
+        self.actor.load_state_dict(self.last_good["actor"])
+        self.critic.load_state_dict(self.last_good["critic"])
+        self.optimizer.load_state_dict(self.last_good["optimizer"])
+        return problem

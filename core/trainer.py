@@ -24,14 +24,14 @@ from core.config import ConfigError, TrainConfig
 from core.distributed import Distributed
 from core.backends import make_backend
 from core.envs import ObsNormalizer, RewardScaler
-from core.health import EPS_PI_MAX, PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
+from core.health import EPS_PI_MAX, NonFiniteGuard, PolicyCollapseMonitor, ValueDivergenceMonitor
 from core.logging import MetricLogger
 from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
 from core.networks import CategoricalActor, Critic, GaussianActor
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, UpdateSettings, ppo_update
+from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 
 
 
@@ -102,7 +102,7 @@ class Trainer:
         self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
         self.health_events: list[dict] = []
         self.best_actor = copy.deepcopy(self.actor.state_dict())
-        self.last_good = self._snapshot()
+        self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         self.global_step, self.iteration, self.elapsed = 0, 0, 0.0
         self.recent_returns: deque[float] = deque(maxlen=10)
         self.stop_requested = False
@@ -175,38 +175,21 @@ class Trainer:
 
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
         """One shared PPO-family update; a non-finite loss or result restores the last healthy weights."""
-        metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer, self._grad_groups(),
+        metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
+                                     grad_groups(self.actor, self.critic, self.cfg.separate_optimizers),
                                      lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist)
-        if not finite:
-            self._restore_last_good("non-finite loss")
-        elif not self.dist.all_true(all_finite(list(self.actor.parameters()) + list(self.critic.parameters()))):
-            self._restore_last_good("non-finite parameters")
-        else:
-            self.last_good = self._snapshot()
+        problem = self.guard.after_update(finite, self.dist.all_true)
+        if problem:
+            self._record("non_finite", problem)
         return metrics
 
     def _evaluate(self, mb: Transitions) -> Evaluation:
         return Evaluation(*self.actor.evaluate(mb.obs, mb.actions), self.critic(mb.obs))
 
-    def _grad_groups(self) -> list[list[torch.nn.Parameter]]:
-        """Separate networks clip their gradients separately; a shared optimiser clips jointly."""
-        actor, critic = list(self.actor.parameters()), list(self.critic.parameters())
-        return [actor, critic] if self.cfg.separate_optimizers else [actor + critic]
-
     # --- health (SPEC 2.4) ---------------------------------------------------------------------
-    def _snapshot(self) -> dict:
-        return copy.deepcopy({"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                              "optimizer": self.optimizer.state_dict()})
-
     def _record(self, name: str, detail: str) -> None:
         self.health_counts[name] += 1
         self.health_events.append({"step": self.global_step, "event": name, "detail": detail})
-
-    def _restore_last_good(self, detail: str) -> None:
-        self.actor.load_state_dict(self.last_good["actor"])
-        self.critic.load_state_dict(self.last_good["critic"])
-        self.optimizer.load_state_dict(self.last_good["optimizer"])
-        self._record("non_finite", detail)
 
     def _watch_health(self, episodes: list[tuple[float, int]], v_loss: float) -> None:
         if not self.cfg.health_monitors:
@@ -258,7 +241,7 @@ class Trainer:
             "health": {"collapse": self.collapse.state_dict(), "divergence": self.divergence.state_dict(),
                        "scales": (self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale),
                        "counts": dict(self.health_counts), "events": list(self.health_events),
-                       "best_actor": self.best_actor, "last_good": self.last_good},
+                       "best_actor": self.best_actor, "last_good": self.guard.last_good},
             "recent_returns": list(self.recent_returns),
             "rng": rng_state(),
         }
@@ -279,7 +262,7 @@ class Trainer:
         self.divergence.load_state_dict(h["divergence"])
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = h["scales"]
         self.health_counts, self.health_events = dict(h["counts"]), list(h["events"])
-        self.best_actor, self.last_good = h["best_actor"], h["last_good"]
+        self.best_actor, self.guard.last_good = h["best_actor"], h["last_good"]
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
         set_rng_state(s["rng"])
         if self.dist.rank > 0:  # rank 0's checkpoint holds rank 0's envs and RNG; decorrelate the others

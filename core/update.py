@@ -86,6 +86,12 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
     return _means(names, total, n), True
 
 
+def grad_groups(actor: torch.nn.Module, critic: torch.nn.Module, separate: bool) -> list[list[torch.nn.Parameter]]:
+    """Separate networks clip their gradients separately; a shared optimiser clips them jointly."""
+    a, c = list(actor.parameters()), list(critic.parameters())
+    return [a, c] if separate else [a + c]
+
+
 def _means(names: list[str], total: Optional[Tensor], n: int) -> dict[str, float]:
     if total is None:
         return {}

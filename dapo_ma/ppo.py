@@ -13,7 +13,6 @@ samples are clipped only with agent i's ranges.
 """
 from __future__ import annotations
 
-import copy
 import time
 from pathlib import Path
 from typing import Optional
@@ -24,10 +23,10 @@ import torch
 from core import schedules
 from core.advantages import gae, next_state_values
 from core.envs import RewardScaler
-from core.health import all_finite
+from core.health import NonFiniteGuard
 from core.losses import explained_variance
 from core.sampler import Temperature
-from core.update import Evaluation, UpdateSettings, ppo_update
+from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 from dapo_ma.buffer import AgentSampler, MATransitions
 from dapo_ma.clips import AgentClips, ClipRanges
 from dapo_ma.config import MAConfig
@@ -65,7 +64,7 @@ class OnPolicyMATrainer(MATrainerBase):
                                 cfg.eps_v_start, cfg.eps_v_end, cfg.eps_v_schedule, cfg.per_agent_clips)
         self.health = AgentHealth(A, cfg.health_monitors, cfg.collapse_window, cfg.collapse_drop, cfg.collapse_min_gain,
                                   cfg.divergence_window, cfg.divergence_factor)
-        self.last_good = self._snapshot()
+        self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         if checkpoint is not None:
             self.load_state_dict(checkpoint)
 
@@ -142,14 +141,12 @@ class OnPolicyMATrainer(MATrainerBase):
     def update(self, ranges: ClipRanges) -> dict[str, float]:
         """core's PPO-family update over the shared buffer with per-sample (per-agent) clip ranges;
         a non-finite loss or result restores the last healthy weights."""
-        metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer, self._grad_groups(),
+        metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
+                                     grad_groups(self.actor, self.critic, self.cfg.separate_optimizers),
                                      lambda mb: ranges.gather(mb.agent_id), self.update_settings)
-        if not finite:
-            self._restore_last_good("non-finite loss")
-        elif not all_finite(list(self.actor.parameters()) + list(self.critic.parameters())):
-            self._restore_last_good("non-finite parameters")
-        else:
-            self.last_good = self._snapshot()
+        problem = self.guard.after_update(finite)
+        if problem:
+            self.record("non_finite", problem)
         return metrics
 
     def _evaluate(self, mb: MATransitions) -> Evaluation:
@@ -157,26 +154,12 @@ class OnPolicyMATrainer(MATrainerBase):
         return Evaluation(self.actor.log_prob(dist, mb.actions, mb.agent_id), self.actor.entropy(dist, mb.agent_id),
                           self.critic(mb.critic_obs, mb.agent_id))
 
-    def _grad_groups(self) -> list[list[torch.nn.Parameter]]:
-        actor, critic = list(self.actor.parameters()), list(self.critic.parameters())
-        return [actor, critic] if self.cfg.separate_optimizers else [actor + critic]
-
-    def _snapshot(self) -> dict:
-        return copy.deepcopy({"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                              "optimizer": self.optimizer.state_dict()})
-
-    def _restore_last_good(self, detail: str) -> None:
-        self.actor.load_state_dict(self.last_good["actor"])
-        self.critic.load_state_dict(self.last_good["critic"])
-        self.optimizer.load_state_dict(self.last_good["optimizer"])
-        self.record("non_finite", detail)
-
     # --- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {**super().state_dict(), "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "reward_scaler": self.reward_scaler.state_dict(),
                 "sampler": self.sampler.state_dict(), "clips": self.clips.state_dict(),
-                "health": self.health.state_dict(), "last_good": self.last_good}
+                "health": self.health.state_dict(), "last_good": self.guard.last_good}
 
     def load_state_dict(self, s: dict) -> None:
         super().load_state_dict(s)
@@ -187,4 +170,4 @@ class OnPolicyMATrainer(MATrainerBase):
         self.sampler.load_state_dict(s["sampler"])
         self.clips.load_state_dict(s["clips"])
         self.health.load_state_dict(s["health"])
-        self.last_good = s["last_good"]
+        self.guard.last_good = s["last_good"]

@@ -192,3 +192,24 @@ def test_all_finite():
     with torch.no_grad():
         net.bias[1] = float("nan")
     assert not all_finite(net.parameters())
+
+
+def test_non_finite_guard_restores_the_last_healthy_state():
+    from core.health import NonFiniteGuard
+
+    net = torch.nn.Linear(2, 1)
+    critic = torch.nn.Linear(2, 1)
+    opt = torch.optim.Adam(list(net.parameters()) + list(critic.parameters()))
+    guard = NonFiniteGuard(net, critic, opt)
+    healthy = net.weight.detach().clone()
+    with torch.no_grad():
+        net.weight.fill_(float("nan"))
+    assert guard.after_update(True) == "non-finite parameters"
+    assert torch.equal(net.weight, healthy)
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    assert guard.after_update(True) == ""                      # healthy: becomes the new snapshot
+    with torch.no_grad():
+        net.weight.add_(5.0)
+    assert guard.after_update(False) == "non-finite loss"      # restored to the +1 state
+    assert torch.equal(net.weight, healthy + 1.0)
