@@ -5,7 +5,6 @@ import difflib
 
 import gymnasium as gym
 import numpy as np
-import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 

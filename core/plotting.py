@@ -1,7 +1,6 @@
 """Learning-curve plots from ``metrics.csv``."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np

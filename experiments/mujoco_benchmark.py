@@ -14,7 +14,6 @@ and IQM with a stratified-bootstrap 95% CI, one learning-curve PNG per env) is r
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time

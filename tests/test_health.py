@@ -9,7 +9,6 @@ a monotone rise smaller than ``factor``.  ``all_finite`` on NaN / Inf / finite i
 import math
 
 import numpy as np
-import pytest
 import torch
 
 from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite

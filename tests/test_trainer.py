@@ -2,7 +2,6 @@
 import csv
 import math
 
-import numpy as np
 import pytest
 import torch
 
