@@ -20,9 +20,8 @@ def _mean(x: Tensor, weights: Optional[Tensor]) -> Tensor:
 def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
     """``1 - Var(target - pred) / Var(target)``; NaN when the target is constant. Shapes ``(M,)``."""
     var_t = target.var(unbiased=False)
-    if var_t == 0:
-        return torch.tensor(float("nan"), device=target.device)
-    return 1 - (target - pred).var(unbiased=False) / var_t
+    ev = 1 - (target - pred).var(unbiased=False) / var_t.clamp_min(1e-30)
+    return torch.where(var_t > 0, ev, torch.full_like(ev, float("nan")))  # no host sync on GPU
 
 
 def policy_loss(logp_new: Tensor, logp_old: Tensor, adv: Tensor, eps_low: float, eps_high: float,
