@@ -138,7 +138,7 @@ def main() -> None:
                 print(msg, flush=True)
     from experiments.mujoco_report import write_report
 
-    command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in sys.argv[1:])
+    command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
     write_report(out, runs, args.envs, list(variants), args.seeds, args.total_steps, command)
 
 

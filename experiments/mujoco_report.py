@@ -4,12 +4,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
+from experiments.bench_throughput import machine
 from experiments.stats import iqm, stratified_bootstrap_ci
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
@@ -80,8 +80,8 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
         w.writerows(rows)
     md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
           f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
-          f"training episodes. Machine: {platform.processor() or platform.machine()}, Python "
-          f"{platform.python_version()}. Cells: mean +- std over seeds (n), then IQM [95% bootstrap CI].", "",
+          f"training episodes. Machine: {machine(with_load=False)}. Cells: mean +- std over seeds (n), then IQM [95% "
+          "bootstrap CI].", "",
           "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
     for env in envs:
         cells = []
