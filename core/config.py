@@ -127,8 +127,10 @@ class TrainConfig:
     """Draw minibatches with p = softmax(|A|/max|A| / T) (preset: on for dapo only)."""
     window: Optional[int] = None
     """Sliding-window capacity in transitions (default: one rollout, i.e. purely on-policy)."""
-    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "decay"
-    """Temperature rule: fixed | ema | decay | learnable (ESS target)."""
+    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
+    """Temperature rule: fixed | ema | decay | learnable (ESS target). Default fixed (T=1: at most e-fold
+    oversampling): on HalfCheetah at 300k steps decay (ESS fell to ~0.4) scored 1129 +- 73 vs fixed
+    1391 +- 140 (experiments/results/mujoco/ablation)."""
     temperature_init: float = 1.0
     """Initial sampling temperature T."""
     temperature_decay: float = 0.99
