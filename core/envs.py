@@ -96,13 +96,11 @@ class ObsNormalizer:
         if self.enabled:
             self.rms.update(np.asarray(raw_obs, dtype=np.float64))
 
-    def __call__(self, obs: np.ndarray, update: bool = False) -> np.ndarray:
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Always a new array: vector envs may reuse their observation buffer on the next step."""
         if not self.enabled:
             return np.array(obs, dtype=np.float32)
         obs = np.asarray(obs, dtype=np.float32)
-        if update:
-            self.update(obs)
         out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
         return np.clip(out, -self.clip, self.clip).astype(np.float32)
 

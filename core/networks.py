@@ -40,12 +40,6 @@ class CategoricalActor(nn.Module):
     def distribution(self, obs: Tensor) -> Distribution:
         return Categorical(logits=self.net(obs))
 
-    def log_prob(self, dist: Distribution, actions: Tensor) -> Tensor:
-        return dist.log_prob(actions)  # (B,)
-
-    def entropy(self, dist: Distribution) -> Tensor:
-        return dist.entropy()  # (B,)
-
     def mode(self, obs: Tensor) -> Tensor:
         return self.net(obs).argmax(-1)
 
@@ -72,12 +66,6 @@ class GaussianActor(nn.Module):
     def distribution(self, obs: Tensor) -> Distribution:
         mean = self.net(obs)
         return Normal(mean, self.log_std.exp().expand_as(mean))
-
-    def log_prob(self, dist: Distribution, actions: Tensor) -> Tensor:
-        return dist.log_prob(actions).sum(-1)  # (B,)
-
-    def entropy(self, dist: Distribution) -> Tensor:
-        return dist.entropy().sum(-1)  # (B,)
 
     def mode(self, obs: Tensor) -> Tensor:
         return self.net(obs)

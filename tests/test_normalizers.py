@@ -110,11 +110,12 @@ def test_obs_normalizer_standardises_and_clips():
 
 
 def test_obs_normalizer_update_then_standardise():
-    """update=True folds the batch in first: 20 000 rows of N(5, 3^2) come out with mean ~0, std ~1,
+    """update() folds the batch in first: 20 000 rows of N(5, 3^2) come out with mean ~0, std ~1,
     all within +-10."""
     x = np.random.default_rng(0).normal(5.0, 3.0, size=(20_000, 1))
     n = ObsNormalizer((1,), enabled=True)
-    out = n(x, update=True)
+    n.update(x)
+    out = n(x)
     assert n.rms.count == pytest.approx(20_000, abs=1e-3)
     assert abs(out.mean()) < 1e-3
     assert out.std() == pytest.approx(1.0, abs=1e-3)
@@ -125,7 +126,8 @@ def test_obs_normalizer_disabled_is_identity():
     """Disabled: values pass through unchanged (no standardising, no clipping), statistics untouched."""
     n = ObsNormalizer((2,), enabled=False)
     obs = np.array([[1e6, -3.0], [0.25, 42.0]], dtype=np.float32)
-    out = n(obs, update=True)
+    n.update(obs)
+    out = n(obs)
     np.testing.assert_array_equal(out, obs)
     np.testing.assert_array_equal(n.rms.mean, np.zeros(2))
     assert n.rms.count == 1e-4

@@ -135,11 +135,9 @@ def test_overlap_learns_from_one_update_old_data(tmp_path, small_config):
     t.iterate()
     rollout, _, _ = t.rollouts.pending
     with torch.no_grad():
-        dist = t.actor.distribution(rollout.obs.reshape(-1, rollout.obs.shape[-1]))
-        live = t.actor.log_prob(dist, rollout.actions.reshape(-1))
+        live, _ = t.actor.evaluate(rollout.obs.reshape(-1, rollout.obs.shape[-1]), rollout.actions.reshape(-1))
     assert not torch.allclose(live, rollout.logp.reshape(-1))
     with torch.no_grad():
         old_actor = t.rollouts.behaviour[0]
-        stored = old_actor.log_prob(old_actor.distribution(rollout.obs.reshape(-1, rollout.obs.shape[-1])),
-                                    rollout.actions.reshape(-1))
+        stored, _ = old_actor.evaluate(rollout.obs.reshape(-1, rollout.obs.shape[-1]), rollout.actions.reshape(-1))
     assert torch.allclose(stored, rollout.logp.reshape(-1))  # the frozen pre-update copy collected it
