@@ -1,0 +1,196 @@
+"""Decision Transformer for Atari (Chen et al. 2021) with DAPO's advantage conditioning (SPEC 4).
+
+Per step ``t`` the sequence holds three tokens ``(R_t, s_t, a_t)``: the return-to-go, the stacked
+frames and the action.  A GPT-2 backbone (``transformers.GPT2Model`` fed through ``inputs_embeds``)
+reads the ``3K`` tokens causally and the action ``a_t`` is predicted from the output at the *state*
+token ``s_t``, which sees ``R_<=t, s_<=t, a_<t`` but not ``a_t`` itself.
+
+Two optional additions (both off gives the plain DT baseline):
+
+- ``value_head``: ``V(s_t)`` from the CNN features of ``s_t`` alone, for advantages ``A_t = G_t - V(s_t)``.
+- ``advantage_modulation``: a FiLM on the output of every block's attention sub-layer,
+  ``h <- h * (1 + gamma_l(A)) + beta_l(A)``, zero-initialised so that at initialisation the model
+  computes exactly the plain DT.  At evaluation time there is no true advantage: the caller passes a
+  constant target advantage (in the same normalised units as in training), just as it passes a
+  target return-to-go.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+from einops import rearrange, repeat
+from torch import Tensor, nn
+from transformers import GPT2Config, GPT2Model
+
+
+def _orthogonal(layer: nn.Module, gain: float) -> nn.Module:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class NatureCNN(nn.Module):
+    """Nature-DQN encoder (Mnih et al. 2015): frames ``(M, C, 84, 84)`` uint8 or float in [0, 255] -> ``(M, out_dim)``.
+
+    Orthogonal init with gain sqrt(2) and zero biases, as in CleanRL's Atari PPO.
+    """
+
+    def __init__(self, out_dim: int = 512, in_channels: int = 4):
+        super().__init__()
+        g = math.sqrt(2)
+        self.net = nn.Sequential(
+            _orthogonal(nn.Conv2d(in_channels, 32, 8, stride=4), g), nn.ReLU(),  # (M, 32, 20, 20)
+            _orthogonal(nn.Conv2d(32, 64, 4, stride=2), g), nn.ReLU(),  # (M, 64, 9, 9)
+            _orthogonal(nn.Conv2d(64, 64, 3, stride=1), g), nn.ReLU(),  # (M, 64, 7, 7)
+            nn.Flatten(),  # (M, 3136)
+            _orthogonal(nn.Linear(64 * 7 * 7, out_dim), g), nn.ReLU(),
+        )
+
+    def forward(self, frames: Tensor) -> Tensor:
+        # Frames stay uint8 in buffers (4x less memory); scale only here.
+        return self.net(frames.float() / 255.0)
+
+
+@dataclass
+class DTModelConfig:
+    """Hyper-parameters of :class:`DecisionTransformer`."""
+
+    n_actions: int
+    """Size of the discrete action space."""
+    context_len: int = 30
+    """K: steps per sequence (the GPT-2 sees ``3K`` tokens)."""
+    n_layer: int = 3
+    """Number of GPT-2 blocks."""
+    n_head: int = 1
+    """Attention heads per block (must divide ``n_embd``)."""
+    n_embd: int = 128
+    """Token width d, also the CNN's output size."""
+    max_timestep: int = 10000
+    """Rows of the timestep embedding table; larger timesteps are clamped to the last row."""
+    dropout: float = 0.1
+    """Dropout on the embeddings, attention weights and residual branches of GPT-2."""
+    advantage_modulation: bool = False
+    """Add the zero-initialised advantage FiLM after every block's attention sub-layer."""
+    value_head: bool = False
+    """Add the state-value head ``V(s_t)`` on the CNN features."""
+    attn_implementation: str = "sdpa"
+    """GPT-2 attention kernel, "sdpa" or "eager" (both deterministic on CPU)."""
+
+
+class DTOutput(NamedTuple):
+    """``logits`` ``(B, K, n_actions)`` for ``a_t``; ``values`` ``(B, K)`` ``V(s_t)`` or ``None``."""
+
+    logits: Tensor
+    values: Tensor | None
+
+
+class DecisionTransformer(nn.Module):
+    """GPT-2 over interleaved ``(R_t, s_t, a_t)`` tokens; see the module docstring."""
+
+    def __init__(self, cfg: DTModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.n_embd
+        gpt_cfg = GPT2Config(
+            vocab_size=1,  # inputs_embeds only: don't allocate GPT-2's 50257-row token table
+            bos_token_id=0, eos_token_id=0,
+            n_positions=3 * cfg.context_len, n_embd=d, n_layer=cfg.n_layer, n_head=cfg.n_head,
+            n_inner=4 * d, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout,
+            attn_implementation=cfg.attn_implementation,
+        )
+        self.gpt = GPT2Model(gpt_cfg)
+        # The timestep embedding is the only positional signal (as in the original DT): GPT-2's learned
+        # token positions would make a step's meaning depend on where the context window starts.
+        nn.init.zeros_(self.gpt.wpe.weight)
+        self.gpt.wpe.weight.requires_grad_(False)
+
+        self.embed_return = nn.Linear(1, d)
+        self.embed_state = NatureCNN(out_dim=d)
+        self.embed_action = nn.Embedding(cfg.n_actions, d)
+        self.embed_timestep = nn.Embedding(cfg.max_timestep, d)
+        self.embed_ln = nn.LayerNorm(d)
+        self.action_head = nn.Linear(d, cfg.n_actions)
+
+        self.value_head = None
+        if cfg.value_head:
+            # V sees the CNN features of s_t only, never the transformer output: the state token attends
+            # to R_t, and R_t (= G_t in the data) is exactly V's regression target, so a V read from the
+            # transformer would learn to copy it and the advantage A = G - V would collapse to ~0.
+            self.value_head = nn.Sequential(
+                _orthogonal(nn.Linear(d, d), math.sqrt(2)), nn.ReLU(), _orthogonal(nn.Linear(d, 1), 1.0))
+
+        self.adv_embed = None
+        self.film = None
+        self._film: list[tuple[Tensor, Tensor]] | None = None  # per-layer (gamma, beta), set during forward
+        if cfg.advantage_modulation:
+            # A shared embedding of the scalar advantage gives the FiLM a nonlinear dependence on A; the
+            # per-layer projections start at zero (like adaLN-Zero), so gamma = beta = 0 exactly at init.
+            self.adv_embed = nn.Sequential(nn.Linear(1, d), nn.SiLU())
+            self.film = nn.ModuleList(nn.Linear(d, 2 * d) for _ in range(cfg.n_layer))
+            for lin in self.film:
+                nn.init.zeros_(lin.weight)
+                nn.init.zeros_(lin.bias)
+            # Hooks (not wrapper modules) keep the GPT-2 parameter names identical to the plain model's,
+            # so a plain checkpoint loads into a modulated model with strict=False.
+            for i, block in enumerate(self.gpt.h):
+                block.attn.register_forward_hook(partial(self._modulate_attention, i))
+
+    def _modulate_attention(self, layer: int, module: nn.Module, args: tuple, output):
+        """Forward hook on ``gpt.h[layer].attn``: FiLM its output ``(B, 3K, d)``.
+
+        In transformers 5.x ``GPT2Attention`` returns ``(attn_output, attn_weights)`` and ``GPT2Block``
+        adds ``attn_output`` to the residual stream; older versions returned longer tuples and some
+        attention wrappers return a bare tensor, so both forms are handled.
+        """
+        if self._film is None:
+            return None  # advantages=None: leave the output untouched
+        gamma, beta = self._film[layer]  # (B, 3K, d) each
+        if isinstance(output, Tensor):
+            return output * (1 + gamma) + beta
+        return (output[0] * (1 + gamma) + beta, *output[1:])
+
+    def forward(self, rtg: Tensor, frames: Tensor, actions: Tensor, timesteps: Tensor, mask: Tensor,
+                advantages: Tensor | None = None) -> DTOutput:
+        """Action logits for every step of the context.
+
+        Args:
+            rtg: ``(B, K)`` float returns-to-go (scaled by the caller).
+            frames: ``(B, K, 4, 84, 84)`` uint8 or float in [0, 255].
+            actions: ``(B, K)`` long; ``actions[:, t]`` never influences ``logits[:, t]``, so the last
+                action may be a dummy (e.g. 0) when acting.
+            timesteps: ``(B, K)`` long episode step indices (clamped to ``max_timestep - 1``).
+            mask: ``(B, K)`` bool/float, 1 for real steps and 0 for left padding.
+            advantages: ``(B, K)`` normalised advantages for the FiLM, or ``None`` to skip it.  Ignored by
+                a model built without ``advantage_modulation``.
+        Returns:
+            :class:`DTOutput` with ``logits`` ``(B, K, n_actions)`` and ``values`` ``(B, K)`` or ``None``.
+        """
+        B = rtg.shape[0]
+        state_feat = rearrange(self.embed_state(rearrange(frames, "b k c h w -> (b k) c h w")),
+                               "(b k) d -> b k d", b=B)  # (B, K, d)
+        time_emb = self.embed_timestep(timesteps.clamp(0, self.cfg.max_timestep - 1))  # (B, K, d)
+        r_tok = self.embed_return(rtg.unsqueeze(-1).to(state_feat.dtype)) + time_emb  # (B, K, d)
+        s_tok = state_feat + time_emb  # (B, K, d)
+        a_tok = self.embed_action(actions) + time_emb  # (B, K, d)
+        tokens = self.embed_ln(rearrange([r_tok, s_tok, a_tok], "n b k d -> b (k n) d"))  # (B, 3K, d)
+        attn_mask = repeat(mask.bool(), "b k -> b (k n)", n=3).long()  # (B, 3K)
+
+        if self.film is not None and advantages is not None:
+            if self.gpt.gradient_checkpointing and self.training:
+                # Checkpointing re-runs the blocks during backward, after the conditioning is cleared.
+                raise RuntimeError("advantage modulation does not support GPT-2 gradient checkpointing")
+            cond = self.adv_embed(advantages.unsqueeze(-1).to(tokens.dtype))  # (B, K, d)
+            cond = repeat(cond, "b k d -> b (k n) d", n=3)  # one advantage per step: causal per position
+            self._film = [tuple(lin(cond).chunk(2, dim=-1)) for lin in self.film]  # L x 2 x (B, 3K, d)
+        try:
+            hidden = self.gpt(inputs_embeds=tokens, attention_mask=attn_mask).last_hidden_state  # (B, 3K, d)
+        finally:
+            self._film = None  # never let a stale conditioning leak into a later call
+
+        state_out = rearrange(hidden, "b (k n) d -> n b k d", n=3)[1]  # (B, K, d): outputs at s_t tokens
+        logits = self.action_head(state_out)  # (B, K, n_actions)
+        values = None if self.value_head is None else self.value_head(state_feat).squeeze(-1)  # (B, K)
+        return DTOutput(logits, values)
