@@ -8,6 +8,10 @@ episode statistics and truncation bootstrapping are identical across them:
 - EnvPool uses *next-step* autoreset: the step after an episode end is a reset step (action ignored,
   reward 0).  Its adapter reports that step as ``valid=False`` (the collector drops it from learning
   and from episode statistics) and reports the returned observation of the ending step as its final one.
+
+Learning and reporting may see different episodes: on Atari the learner gets sign-clipped rewards and
+a termination at every life loss ("episodic life", Mnih et al. 2015), while ``score`` and
+``game_over`` describe the full game with its raw score, which is what results report.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from core.config import ConfigError
-from core.envs import load_env_states, make_vec_env, save_env_states
+from core.envs import is_atari, load_env_states, make_vec_env, save_env_states
 
 BACKENDS = ("auto", "sync", "async", "envpool")
 
@@ -28,6 +32,8 @@ class StepResult(NamedTuple):
     truncated: np.ndarray   # (N,) bool
     final_obs: np.ndarray   # (N, D) final observation where terminated | truncated (else zeros)
     valid: np.ndarray       # (N,) bool: False for EnvPool's reset steps
+    score: np.ndarray       # (N,) raw reward for reporting (before any clipping)
+    game_over: np.ndarray   # (N,) bool: the reported episode ended (a full game on Atari)
 
 
 class GymnasiumBackend:
@@ -50,7 +56,7 @@ class GymnasiumBackend:
         if done.any():
             idx = np.flatnonzero(done)
             final[idx] = np.stack(info["final_obs"][idx])
-        return StepResult(obs, reward, term, trunc, final, self._valid)
+        return StepResult(obs, reward, term, trunc, final, self._valid, reward, done)
 
     def state(self) -> Optional[bytes]:
         """Mid-episode env states for exact resume (sync only: async envs live in other processes)."""
@@ -67,10 +73,14 @@ class GymnasiumBackend:
 class EnvPoolBackend:
     """EnvPool's C++ thread pool (gymnasium API), converted to the common semantics above."""
 
-    def __init__(self, env_id: str, num_envs: int, seed: int):
+    def __init__(self, env_id: str, num_envs: int, seed: int, training: bool = True):
         import envpool
 
-        self.envs = envpool.make_gymnasium(env_id, num_envs=num_envs, seed=seed)
+        # Atari: life-loss terminations and sign-clipped rewards for learning only; evaluation plays
+        # whole games for their raw score.
+        kwargs = dict(episodic_life=training, reward_clip=training) if is_atari(env_id) else {}
+        self.envs = envpool.make_gymnasium(envpool_id(env_id), num_envs=num_envs, seed=seed, **kwargs)
+        self.atari = is_atari(env_id)
         self.num_envs = num_envs
         self.single_observation_space = self.envs.observation_space
         self.single_action_space = self.envs.action_space
@@ -81,12 +91,18 @@ class EnvPoolBackend:
         return self.envs.reset()[0]
 
     def step(self, actions: np.ndarray) -> StepResult:
-        obs, reward, term, trunc, _ = self.envs.step(actions)
+        obs, reward, term, trunc, info = self.envs.step(actions)
         valid = ~self._after_done
         done = (term | trunc) & valid
         self._after_done = done
-        final = np.where(done[:, None], obs, 0).astype(obs.dtype)
-        return StepResult(obs, np.where(valid, reward, 0.0), term & valid, trunc & valid, final, valid)
+        final = np.where(done.reshape(-1, *[1] * (obs.ndim - 1)), obs, 0).astype(obs.dtype)
+        reward = np.where(valid, reward, 0.0)
+        if self.atari:  # info["reward"] is the unclipped reward, info["terminated"] the real game over
+            score = np.where(valid, info["reward"], 0.0)
+            game_over = (info["terminated"].astype(bool) | trunc) & valid
+        else:
+            score, game_over = reward, done
+        return StepResult(obs, reward, term & valid, trunc & valid, final, valid, score, game_over)
 
     def state(self) -> None:
         return None  # EnvPool cannot snapshot its envs: a resumed run restarts its episodes
@@ -98,21 +114,27 @@ class EnvPoolBackend:
         self.envs.close()
 
 
+def envpool_id(env_id: str) -> str:
+    """Gymnasium's ``ALE/Pong-v5`` is EnvPool's ``Pong-v5``; other ids are shared."""
+    return env_id.removeprefix("ALE/")
+
+
 def envpool_supports(env_id: str) -> bool:
     try:
         import envpool
     except ImportError:
         return False
-    return env_id in envpool.list_all_envs()
+    return envpool_id(env_id) in envpool.list_all_envs()
 
 
-def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 0):
-    """Build the requested backend; ``auto`` picks EnvPool for ids it supports, else sync Gymnasium."""
+def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 0, training: bool = True):
+    """Build the requested backend; ``auto`` picks EnvPool for ids it supports, else sync Gymnasium.
+    ``training=False`` gives evaluation envs (on Atari: whole games, unclipped rewards)."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown --backend '{backend}'; choose one of: {', '.join(BACKENDS)}")
     if backend == "envpool" or (backend == "auto" and envpool_supports(env_id)):
         if not envpool_supports(env_id):
             raise ConfigError(f"EnvPool does not provide '{env_id}' (or is not installed: pip install envpool); "
                               "use --backend sync or async")
-        return EnvPoolBackend(env_id, num_envs, seed)
+        return EnvPoolBackend(env_id, num_envs, seed, training)
     return GymnasiumBackend(env_id, num_envs, asynchronous=backend == "async")

@@ -7,6 +7,7 @@ of the family asked for (``dapo run --algo dapo-ma --help``).
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -76,7 +77,9 @@ def build_parser(run_config: type = TrainConfig) -> OneLineParser:
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run (default: 10)")
     ev.add_argument("--seed", type=int, default=12345, help="env seed (default: 12345)")
     ev.add_argument("--device", default="cpu", help="auto | cpu | cuda (default: cpu)")
-    ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean/argmax")
+    ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
+                    help="sample actions instead of the mean/argmax (default: the run's eval_deterministic "
+                         "preset: deterministic, stochastic on Atari)")
     return parser
 
 
@@ -108,7 +111,8 @@ def _eval(args, multi_agent: bool) -> int:
         from core.evaluation import evaluate_run
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
-    returns = evaluate_run(args.run_dir, args.episodes, args.seed, args.device, not args.stochastic)
+    deterministic = None if args.stochastic is None else not args.stochastic
+    returns = evaluate_run(args.run_dir, args.episodes, args.seed, args.device, deterministic)
     mean, std = mean_std(returns)
     print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} over {len(returns)} episodes")
     return 0

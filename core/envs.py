@@ -20,6 +20,10 @@ def _ensure_registered(env_id: str) -> None:
         gym.register_envs(ale_py)
 
 
+def is_atari(env_id: str) -> bool:
+    return env_id.startswith("ALE/")
+
+
 def check_env_id(env_id: str) -> None:
     """Raise a ConfigError naming close matches when ``env_id`` is not registered."""
     _ensure_registered(env_id)
@@ -35,6 +39,9 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False) -> gym.
     the next episode's first observation and the final one in ``info['final_obs']``.  Sync envs hand
     out their observation buffer without copying (consumers copy); async envs use shared memory."""
     check_env_id(env_id)
+    if is_atari(env_id):
+        raise ConfigError(f"{env_id}: Atari runs use EnvPool's C++ preprocessing; use --backend envpool "
+                          "(or auto) and install it with: pip install envpool")
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
     kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
     try:
@@ -47,7 +54,10 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False) -> gym.
 
 
 def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> str:
-    """``classic`` (Discrete actions) or ``continuous`` (Box actions); flat Box observations only."""
+    """``atari`` (ALE ids, image observations), ``classic`` (Discrete actions) or ``continuous`` (Box
+    actions); other envs need flat Box observations."""
+    if is_atari(env_id) and isinstance(act_space, gym.spaces.Discrete):
+        return "atari"
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise ConfigError(f"env '{env_id}' has observation space {obs_space}; only flat Box observations "
                           "are supported by the MLP trainer")
@@ -97,9 +107,10 @@ class ObsNormalizer:
             self.rms.update(np.asarray(raw_obs, dtype=np.float64))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """Always a new array: vector envs may reuse their observation buffer on the next step."""
+        """Always a new array: vector envs may reuse their observation buffer on the next step.
+        uint8 images pass through as uint8 (4x less rollout memory; the CNN scales them)."""
         if not self.enabled:
-            return np.array(obs, dtype=np.float32)
+            return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
         obs = np.asarray(obs, dtype=np.float32)
         out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
         return np.clip(out, -self.clip, self.clip).astype(np.float32)

@@ -2,29 +2,32 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
 
+from core.backends import make_backend
 from core.checkpoint import load_checkpoint
 from core.config import TrainConfig, validate
-from core.envs import ObsNormalizer, make_vec_env, to_env_actions
+from core.envs import ObsNormalizer, is_atari, to_env_actions
 
 
 @torch.no_grad()
 def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episodes: int, seed: int,
              device: torch.device, deterministic: bool = True) -> list[float]:
-    """Undiscounted raw returns of ``episodes`` full episodes on one env (mean action / argmax when
-    ``deterministic``).  The normaliser is read, never updated."""
-    envs = make_vec_env(env_id, 1)
-    obs, _ = envs.reset(seed=seed)
+    """Raw scores of ``episodes`` full episodes on one env (whole games with unclipped rewards on
+    Atari); the mean action / argmax when ``deterministic``.  The normaliser is read, never updated."""
+    envs = make_backend(env_id, 1, "envpool" if is_atari(env_id) else "sync", seed, training=False)
+    obs = envs.reset(seed=seed)
     returns, ep_return = [], 0.0
     while len(returns) < episodes:
         o = torch.as_tensor(obs_norm(obs), device=device)
-        action = actor.mode(o) if deterministic else actor.distribution(o).sample()
-        obs, reward, term, trunc, _ = envs.step(to_env_actions(action, envs.single_action_space))
-        ep_return += float(reward[0])
-        if term[0] or trunc[0]:
+        action = actor.mode(o) if deterministic else actor.sample(o)[0]
+        step = envs.step(to_env_actions(action, envs.single_action_space))
+        obs = step.obs
+        ep_return += float(step.score[0])
+        if step.game_over[0]:
             returns.append(ep_return)
             ep_return = 0.0
     envs.close()
@@ -32,21 +35,27 @@ def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episo
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: bool = True) -> list[float]:
-    """Load ``run_dir``'s config and checkpoint and evaluate its actor."""
+                 deterministic: Optional[bool] = None) -> list[float]:
+    """Load ``run_dir``'s config and checkpoint and evaluate its actor (``deterministic`` defaults to
+    the run's ``eval_deterministic``)."""
     from core.cli_config import load_run_config
-    from core.trainer import build_actor, pick_device
+    from core.networks import build_networks
+    from core.trainer import pick_device
 
     cfg: TrainConfig = load_run_config(Path(run_dir))
     validate(cfg)
     state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
     dev = pick_device(device)
-    envs = make_vec_env(cfg.env, 1)
-    actor = build_actor(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes).to(dev)
+    envs = make_backend(cfg.env, 1, "envpool" if is_atari(cfg.env) else "sync", seed, training=False)
+    actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes,
+                              cfg.precision == "bf16")
+    actor = actor.to(dev)
     actor.load_state_dict(state["actor"])
     obs_norm = ObsNormalizer(envs.single_observation_space.shape, cfg.norm_obs)
     obs_norm.load_state_dict(state["obs_norm"])
     envs.close()
+    if deterministic is None:
+        deterministic = cfg.eval_deterministic is not False
     return evaluate(cfg.env, actor, obs_norm, episodes, seed, dev, deterministic)
 
 

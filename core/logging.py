@@ -81,8 +81,14 @@ class Progress:
     def __init__(self, total: int, start: int, description: str, enabled: bool = True):
         self.bar = None
         if enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                     TextColumn("SPS {task.fields[sps]:>6.0f}  return {task.fields[ret]}"),

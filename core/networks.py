@@ -1,9 +1,11 @@
-"""Actor and critic networks (CleanRL-style MLPs with orthogonal init)."""
+"""Actor and critic networks: CleanRL-style MLPs, or the Nature-DQN CNN for Atari, with orthogonal init."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, Normal
@@ -24,18 +26,50 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn
     return nn.Sequential(*layers)
 
 
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+class NatureCNN(nn.Module):
+    """The Nature-DQN encoder (Mnih et al. 2015): frames ``(B, 4, 84, 84)`` uint8 -> features ``(B, out_dim)``.
+
+    Runs channels-last (about 1.8x faster convolutions on CPU) and, with ``bf16=True``, under bfloat16
+    autocast (another ~2x on CPUs with AMX/AVX512-BF16); the features are returned in fp32 so the
+    heads, log-probs and losses stay fp32.
+    """
+
+    def __init__(self, out_dim: int = 512, in_channels: int = 4, bf16: bool = False):
+        super().__init__()
+        g = math.sqrt(2)
+        self.convs = nn.Sequential(
+            _init(nn.Conv2d(in_channels, 32, 8, stride=4), g), nn.ReLU(),   # (B, 32, 20, 20)
+            _init(nn.Conv2d(32, 64, 4, stride=2), g), nn.ReLU(),            # (B, 64, 9, 9)
+            _init(nn.Conv2d(64, 64, 3, stride=1), g), nn.ReLU(),            # (B, 64, 7, 7)
+        ).to(memory_format=torch.channels_last)
+        self.fc = _init(nn.Linear(64 * 7 * 7, out_dim), g)
+        self.bf16 = bf16
+
+    def forward(self, frames: Tensor) -> Tensor:
+        x = (frames.float() / 255.0).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            x = self.convs(x).flatten(1)                                    # (B, 3136)
+            return torch.relu(self.fc(x)).float()
+
+
+def cnn_head(out_dim: int, out_gain: float, bf16: bool) -> nn.Sequential:
+    """NatureCNN features -> a linear output layer (policy logits or a value)."""
+    return nn.Sequential(NatureCNN(512, bf16=bf16), _init(nn.Linear(512, out_dim), out_gain))
+
+
+def _init(layer: nn.Module, gain: float) -> nn.Module:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
 
 
 class CategoricalActor(nn.Module):
-    """Discrete actions: logits from an MLP. obs ``(B, D)`` -> Categorical over ``n`` actions."""
+    """Discrete actions: logits from an MLP, or from ``net`` when given (e.g. :func:`cnn_head` for
+    frames). obs ``(B, D)`` -> Categorical over ``n`` actions."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int]):
+    def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], net: Optional[nn.Module] = None):
         super().__init__()
-        self.net = mlp(obs_dim, hidden, n_actions, out_gain=0.01)
+        self.net = net if net is not None else mlp(obs_dim, hidden, n_actions, out_gain=0.01)
 
     def distribution(self, obs: Tensor) -> Distribution:
         return Categorical(logits=self.net(obs))
@@ -88,11 +122,27 @@ class GaussianActor(nn.Module):
 
 
 class Critic(nn.Module):
-    """State value: obs ``(B, D)`` -> ``(B,)``."""
+    """State value: obs ``(B, D)`` -> ``(B,)``; an MLP, or ``net`` when given."""
 
-    def __init__(self, obs_dim: int, hidden: Sequence[int]):
+    def __init__(self, obs_dim: int, hidden: Sequence[int], net: Optional[nn.Module] = None):
         super().__init__()
-        self.net = mlp(obs_dim, hidden, 1, out_gain=1.0)
+        self.net = net if net is not None else mlp(obs_dim, hidden, 1, out_gain=1.0)
 
     def forward(self, obs: Tensor) -> Tensor:
         return self.net(obs).squeeze(-1)
+
+
+def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
+                   bf16: bool = False) -> tuple[nn.Module, Critic]:
+    """Actor and critic for the spaces: separate networks (DAPO's decoupled optimisers need them);
+    image observations ``(C, H, W)`` get a Nature-DQN CNN each, flat ones an MLP each."""
+    obs_dim = int(np.prod(obs_space.shape))
+    if len(obs_space.shape) == 3:
+        if not isinstance(act_space, gym.spaces.Discrete):
+            raise ValueError(f"image observations need Discrete actions, got {act_space}")
+        n = int(act_space.n)
+        return (CategoricalActor(obs_dim, n, hidden, net=cnn_head(n, 0.01, bf16)),
+                Critic(obs_dim, hidden, net=cnn_head(1, 1.0, bf16)))
+    if isinstance(act_space, gym.spaces.Discrete):
+        return CategoricalActor(obs_dim, int(act_space.n), hidden), Critic(obs_dim, hidden)
+    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden), Critic(obs_dim, hidden)

@@ -34,7 +34,8 @@ class Rollout(NamedTuple):
 class Collector:
     """Steps a rollout backend (core.backends) for ``num_steps`` and records finished episodes.
 
-    Episode returns and lengths are measured on the raw (unscaled) rewards of valid steps.
+    Episode returns and lengths are measured on the backend's ``score`` (raw, unscaled rewards) of
+    valid steps, over its ``game_over`` episodes (whole games on Atari).
     """
 
     def __init__(self, envs, num_steps: int, obs_norm: ObsNormalizer,
@@ -45,7 +46,7 @@ class Collector:
         self._staging: Optional[Tensor] = None
         raw = envs.reset(seed=seed)
         self.obs_norm.update(raw)
-        self.raw_obs = np.array(raw, dtype=np.float32)          # (N, D) as the envs returned it
+        self.raw_obs = np.array(raw)          # (N, *obs_shape) as the envs returned it
         self.ep_return = np.zeros(envs.num_envs)
         self.ep_length = np.zeros(envs.num_envs, dtype=np.int64)
 
@@ -68,7 +69,8 @@ class Collector:
         normalised alike) and updated with its raw observations at the end."""
         T, N = self.num_steps, self.envs.num_envs
         obs, actions, logps, values = [], [], [], []
-        raw_seen = np.empty((T, *self.raw_obs.shape), dtype=np.float32)
+        # raw observations are kept only to update the normaliser's statistics
+        raw_seen = np.empty((T, *self.raw_obs.shape), np.float32) if self.obs_norm.enabled else None
         rewards, terminated, dones = np.zeros((T, N), np.float32), np.zeros((T, N), bool), np.zeros((T, N), bool)
         valid = np.ones((T, N), bool)
         final_values = torch.zeros((T, N), device=self.device)
@@ -82,21 +84,22 @@ class Collector:
             values.append(critic(current))
             step = self.envs.step(to_env_actions(action, self.act_space))
             done = step.terminated | step.truncated
-            self.ep_return += step.reward
+            self.ep_return += step.score
             self.ep_length += step.valid
-            for i in np.flatnonzero(done):
+            for i in np.flatnonzero(step.game_over):
                 episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(step.truncated)
                 final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(step.final_obs[idx], staged=False))
             rewards[t], terminated[t], dones[t], valid[t] = step.reward, step.terminated, done, step.valid
-            raw_next = step.obs
-            raw_seen[t] = raw_next
-            current = self._obs(raw_next)
-        self.raw_obs = raw_seen[-1].copy()
+            if raw_seen is not None:
+                raw_seen[t] = step.obs
+            current = self._obs(step.obs)
+        self.raw_obs = np.array(step.obs)
         last_values = critic(current)
-        self.obs_norm.update(raw_seen.reshape(-1, raw_seen.shape[-1]))
+        if raw_seen is not None:
+            self.obs_norm.update(raw_seen.reshape(-1, *raw_seen.shape[2:]))
 
         def dev(x):
             return torch.as_tensor(x, device=self.device)

@@ -99,7 +99,7 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     eval_returns = (evaluate(cfg.env, trainer.actor, trainer.obs_norm, cfg.eval_episodes, cfg.seed + 10_000,
-                             trainer.device) if cfg.eval_episodes > 0 else [float("nan")])
+                             trainer.device, cfg.eval_deterministic) if cfg.eval_episodes > 0 else [float("nan")])
     eval_mean, eval_std = mean_std(eval_returns)
     summary = {
         "env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "total_steps": trainer.global_step,

@@ -12,27 +12,30 @@ from collections import deque
 from pathlib import Path
 from typing import Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from core import schedules
 from core.advantages import AutoLambda, gae, next_state_values
+from core.backends import make_backend
 from core.checkpoint import save_checkpoint
 from core.compile import maybe_compile
 from core.config import ConfigError, TrainConfig
 from core.distributed import Distributed
-from core.backends import make_backend
 from core.envs import ObsNormalizer, RewardScaler
-from core.health import EPS_PI_MAX, NonFiniteGuard, PolicyCollapseMonitor, ValueDivergenceMonitor
+from core.health import (
+    EPS_PI_MAX,
+    NonFiniteGuard,
+    PolicyCollapseMonitor,
+    ValueDivergenceMonitor,
+)
 from core.logging import MetricLogger
 from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
-from core.networks import CategoricalActor, Critic, GaussianActor
+from core.networks import build_networks
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
 from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
-
 
 
 def pick_device(name: str) -> torch.device:
@@ -41,13 +44,6 @@ def pick_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("--device cuda requested but CUDA is not available; use --device auto or cpu")
     return torch.device(name)
-
-
-def build_actor(obs_space: gym.Space, act_space: gym.Space, hidden) -> torch.nn.Module:
-    obs_dim = int(np.prod(obs_space.shape))
-    if isinstance(act_space, gym.spaces.Discrete):
-        return CategoricalActor(obs_dim, int(act_space.n), hidden)
-    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden)
 
 
 def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> Transitions:
@@ -72,8 +68,8 @@ class Trainer:
         seed_everything(seed)
         self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        self.actor = build_actor(obs_space, act_space, cfg.hidden_sizes).to(self.device)
-        self.critic = Critic(int(np.prod(obs_space.shape)), cfg.hidden_sizes).to(self.device)
+        actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16")
+        self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and per-network gradient clipping.
@@ -159,6 +155,9 @@ class Trainer:
         self.iteration += 1
         self._watch_health(episodes, train.get("train/value_loss", math.nan))
         self.recent_returns.extend(r for r, _ in episodes)
+        every = c.snapshot_every
+        if every and self.global_step // every > (self.global_step - batch) // every:
+            self.save_snapshot()
         returns = [r for r, _ in episodes]
         return {
             "rollout/ep_return_mean": float(np.mean(returns)) if returns else math.nan,
@@ -230,6 +229,14 @@ class Trainer:
         if not self.dist.is_main:
             return
         save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())
+
+    def save_snapshot(self) -> None:
+        """The current policy as snapshots/step_<N>.pt (a behaviour policy for datasets)."""
+        if self.dist.is_main:
+            (self.run_dir / "snapshots").mkdir(exist_ok=True)
+            save_checkpoint(self.run_dir / "snapshots" / f"step_{self.global_step:09d}.pt",
+                            {"global_step": self.global_step, "actor": self.actor.state_dict(),
+                             "obs_norm": self.obs_norm.state_dict(), "recent_return": self.recent_return()})
 
     def state_dict(self) -> dict:
         return {

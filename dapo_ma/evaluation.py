@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ def evaluate(cfg: MAConfig, actor: torch.nn.Module, episodes: int, seed: int, de
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: bool = True) -> list[float]:
+                 deterministic: Optional[bool] = None) -> list[float]:
     """Load ``run_dir``'s config and checkpoint and evaluate its actor."""
     from dapo_ma.runner import ALGORITHMS, load_run_config
 
@@ -38,4 +39,4 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
     dev = pick_device(device)
     actor = ALGORITHMS[cfg.algo][1](cfg, env_spec(cfg.env, parse_env_kwargs(cfg.env_kwargs))).to(dev)
     actor.load_state_dict(state["actor"])
-    return evaluate(cfg, actor, episodes, seed, dev, deterministic)
+    return evaluate(cfg, actor, episodes, seed, dev, deterministic is not False)
