@@ -2,8 +2,10 @@
 
 Single-agent Gymnasium runs use :class:`core.config.TrainConfig`; multi-agent PettingZoo runs
 (``--algo ippo|mappo|dapo-ma|maddpg``, or an mpe2 ``--env`` such as ``simple_spread_v3``) use
-:class:`dapo_ma.config.MAConfig`.  The choice is made before parsing, so ``--help`` lists the flags
-of the family asked for (``dapo run --algo dapo-ma --help``).
+:class:`dapo_ma.config.MAConfig`; Decision Transformers (``--algo dt|dapo-dt``) use
+:class:`dapo_dt.config.DTConfig`.  The choice is made before parsing, so ``--help`` lists the flags
+of the family asked for (``dapo run --algo dapo-ma --help``).  ``dapo dataset collect|info`` makes
+and inspects the offline Atari datasets the Decision Transformers learn from.
 """
 from __future__ import annotations
 
@@ -40,8 +42,10 @@ def _recorded_algo(path: Optional[str], inside_run_dir: bool) -> Optional[str]:
     return data.get("algo") if isinstance(data, dict) else None
 
 
-def is_multi_agent(argv: Sequence[str]) -> bool:
-    """Whether ``dapo run``/``dapo eval`` arguments ask for a multi-agent run."""
+def run_family(argv: Sequence[str]) -> str:
+    """``core``, ``ma`` (multi-agent) or ``dt`` (Decision Transformer): which config a ``dapo run``/
+    ``dapo eval`` command line asks for."""
+    from dapo_dt.config import DT_ALGOS
     from dapo_ma.config import MA_ALGOS
 
     algo = (_flag_value(argv, "--algo") or _recorded_algo(_flag_value(argv, "--resume"), True)
@@ -49,13 +53,13 @@ def is_multi_agent(argv: Sequence[str]) -> bool:
     if algo is None and len(argv) > 1 and argv[0] == "eval":
         algo = _recorded_algo(argv[1], True)
     if algo is not None:
-        return algo in MA_ALGOS
+        return "ma" if algo in MA_ALGOS else "dt" if algo in DT_ALGOS else "core"
     env = _flag_value(argv, "--env")
     if env is None:
-        return False
+        return "core"
     from dapo_ma.envs import mpe_env_names
 
-    return env in mpe_env_names() or env.startswith("simple_")  # MPE names (no Gymnasium id starts so)
+    return "ma" if env in mpe_env_names() or env.startswith("simple_") else "core"  # MPE names
 
 
 def build_parser(run_config: type = TrainConfig) -> OneLineParser:
@@ -80,21 +84,58 @@ def build_parser(run_config: type = TrainConfig) -> OneLineParser:
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
                     help="sample actions instead of the mean/argmax (default: the run's eval_deterministic "
                          "preset: deterministic, stochastic on Atari)")
+    _add_dataset_commands(sub)
     return parser
 
 
-def _run(args, multi_agent: bool) -> int:
-    if multi_agent:
+def _add_dataset_commands(sub) -> None:
+    ds = sub.add_parser("dataset", help="make or inspect offline Atari datasets (Minari) for dt / dapo-dt")
+    dsub = ds.add_subparsers(dest="dataset_command", required=True, parser_class=OneLineParser)
+    col = dsub.add_parser("collect", help="play whole games with trained policies and save them as a Minari dataset",
+                          description="Env i plays with policy i mod P; each action is uniform-random with "
+                                      "probability --epsilon, else the policy's argmax (or a sample with --no-greedy).")
+    col.add_argument("--env", required=True, help="Atari id, e.g. ALE/Pong-v5")
+    col.add_argument("--policy", type=Path, action="append", required=True, metavar="RUN_DIR",
+                     help="a run directory from 'dapo run' on this env, or one of its snapshots/step_<N>.pt; "
+                          "repeat for a mixture of qualities")
+    col.add_argument("--epsilon", type=float, default=0.1, help="probability of a uniform-random action (default: 0.1)")
+    col.add_argument("--steps", type=int, required=True, help="record whole games until this many steps")
+    col.add_argument("--name", required=True, help="Minari dataset id, e.g. pong/mixed-v0")
+    col.add_argument("--seed", type=int, default=0, help="env and noise seed (default: 0)")
+    col.add_argument("--num-envs", type=int, default=8, help="parallel games (default: 8)")
+    col.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
+                     help="argmax of the policy when not exploring (default: on)")
+    info = dsub.add_parser("info", help="episodes, steps and return distribution of a dataset")
+    info.add_argument("name", help="Minari dataset id")
+
+
+def _config_class(family: str) -> type:
+    if family == "ma":
         from dapo_ma.config import MAConfig
+        return MAConfig
+    if family == "dt":
+        from dapo_dt.config import DTConfig
+        return DTConfig
+    return TrainConfig
+
+
+def _run(args, family: str) -> int:
+    if family == "ma":
         from dapo_ma.runner import run_experiment
-        cls = MAConfig
+    elif family == "dt":
+        from dapo_dt.runner import run_experiment
     else:
         from core.runner import run_experiment
-        cls = TrainConfig
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")}
-    cfg = build_config(flags, args.config, args.resume, cls)
+    cfg = build_config(flags, args.config, args.resume, _config_class(family))
     s = run_experiment(cfg, resume=args.resume is not None)
     if s is None:  # a data-parallel rank other than 0
+        return 0
+    if family == "dt":
+        print(f"{s['algo']} on {s['env']} ({s['dataset']}, {s['dataset_steps']} steps): {s['grad_steps']} gradient "
+              f"steps, {s['online_env_steps']} online env steps in {s['wall_time_s']:.0f}s; eval "
+              f"{s['eval_return_mean']:.1f} +- {s['eval_return_std']:.1f} (human-normalised "
+              f"{s['human_normalised']:.3f}); outputs in {s['run_dir']}")
         return 0
     print(f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
           f"final_return_mean {s['final_return_mean']:.1f}; eval {s['eval_return_mean']:.1f} "
@@ -102,10 +143,25 @@ def _run(args, multi_agent: bool) -> int:
     return 0
 
 
-def _eval(args, multi_agent: bool) -> int:
+def _dataset(args, family: str) -> int:
+    from dapo_dt import data
+
+    if args.dataset_command == "collect":
+        if args.num_envs < 1:
+            raise ConfigError(f"--num-envs must be >= 1, got {args.num_envs}")
+        data.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
+                     args.greedy)
+    for k, v in data.info(args.name).items():
+        print(f"{k}: {v}")
+    return 0
+
+
+def _eval(args, family: str) -> int:
     from core.evaluation import mean_std
 
-    if multi_agent:
+    if family == "dt":
+        raise ConfigError("dapo eval does not cover dt/dapo-dt runs yet; their summary.json holds the evaluation")
+    if family == "ma":
         from dapo_ma.evaluation import evaluate_run
     else:
         from core.evaluation import evaluate_run
@@ -120,13 +176,10 @@ def _eval(args, multi_agent: bool) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    multi_agent = False
     try:
-        multi_agent = is_multi_agent(argv)
-        if multi_agent:
-            from dapo_ma.config import MAConfig
-        args = build_parser(MAConfig if multi_agent else TrainConfig).parse_args(argv)
-        return {"run": _run, "eval": _eval}[args.command](args, multi_agent)
+        family = run_family(argv)
+        args = build_parser(_config_class(family)).parse_args(argv)
+        return {"run": _run, "eval": _eval, "dataset": _dataset}[args.command](args, family)
     except ConfigError as e:
         command = argv[0] if argv else "dapo"
         print(f"dapo {command}: error: {e}", file=sys.stderr)

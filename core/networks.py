@@ -20,9 +20,9 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn
     """Tanh MLP; orthogonal weights (gain sqrt(2) hidden, ``out_gain`` output), zero biases."""
     layers, d = [], in_dim
     for h in hidden:
-        layers += [_init(nn.Linear(d, h), math.sqrt(2)), nn.Tanh()]
+        layers += [orthogonal_init(nn.Linear(d, h), math.sqrt(2)), nn.Tanh()]
         d = h
-    layers.append(_init(nn.Linear(d, out_dim), out_gain))
+    layers.append(orthogonal_init(nn.Linear(d, out_dim), out_gain))
     return nn.Sequential(*layers)
 
 
@@ -38,11 +38,11 @@ class NatureCNN(nn.Module):
         super().__init__()
         g = math.sqrt(2)
         self.convs = nn.Sequential(
-            _init(nn.Conv2d(in_channels, 32, 8, stride=4), g), nn.ReLU(),   # (B, 32, 20, 20)
-            _init(nn.Conv2d(32, 64, 4, stride=2), g), nn.ReLU(),            # (B, 64, 9, 9)
-            _init(nn.Conv2d(64, 64, 3, stride=1), g), nn.ReLU(),            # (B, 64, 7, 7)
+            orthogonal_init(nn.Conv2d(in_channels, 32, 8, stride=4), g), nn.ReLU(),   # (B, 32, 20, 20)
+            orthogonal_init(nn.Conv2d(32, 64, 4, stride=2), g), nn.ReLU(),            # (B, 64, 9, 9)
+            orthogonal_init(nn.Conv2d(64, 64, 3, stride=1), g), nn.ReLU(),            # (B, 64, 7, 7)
         ).to(memory_format=torch.channels_last)
-        self.fc = _init(nn.Linear(64 * 7 * 7, out_dim), g)
+        self.fc = orthogonal_init(nn.Linear(64 * 7 * 7, out_dim), g)
         self.bf16 = bf16
 
     def forward(self, frames: Tensor) -> Tensor:
@@ -54,10 +54,10 @@ class NatureCNN(nn.Module):
 
 def cnn_head(out_dim: int, out_gain: float, bf16: bool) -> nn.Sequential:
     """NatureCNN features -> a linear output layer (policy logits or a value)."""
-    return nn.Sequential(NatureCNN(512, bf16=bf16), _init(nn.Linear(512, out_dim), out_gain))
+    return nn.Sequential(NatureCNN(512, bf16=bf16), orthogonal_init(nn.Linear(512, out_dim), out_gain))
 
 
-def _init(layer: nn.Module, gain: float) -> nn.Module:
+def orthogonal_init(layer: nn.Module, gain: float) -> nn.Module:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer

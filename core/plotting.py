@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 
 
-def plot_learning_curve(metrics_csv: Path, out_png: Path, title: str) -> None:
-    """Episode return per update (dots) and its 10-update moving average (line) against env steps."""
+def plot_learning_curve(metrics_csv: Path, out_png: Path, title: str, column: str = "rollout/ep_return_mean",
+                        xlabel: str = "environment steps") -> None:
+    """Episode return per logged row (dots) and its 10-row moving average (line) against ``global_step``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,7 +18,7 @@ def plot_learning_curve(metrics_csv: Path, out_png: Path, title: str) -> None:
 
     m = read_metrics(metrics_csv)
     steps = np.array(m.get("global_step", []))
-    ret = np.array(m.get("rollout/ep_return_mean", []))
+    ret = np.array(m.get(column, []))
     ok = ~np.isnan(ret) if len(ret) else np.array([], dtype=bool)
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     if ok.any():
@@ -26,7 +27,7 @@ def plot_learning_curve(metrics_csv: Path, out_png: Path, title: str) -> None:
         smooth = np.convolve(ret[ok], np.ones(k) / k, mode="valid")
         ax.plot(steps[ok][k - 1:], smooth, lw=2, label=f"{k}-update mean")
         ax.legend(loc="lower right")
-    ax.set_xlabel("environment steps")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("episode return")
     ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -25,33 +25,7 @@ from einops import rearrange, repeat
 from torch import Tensor, nn
 from transformers import GPT2Config, GPT2Model
 
-
-def _orthogonal(layer: nn.Module, gain: float) -> nn.Module:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
-class NatureCNN(nn.Module):
-    """Nature-DQN encoder (Mnih et al. 2015): frames ``(M, C, 84, 84)`` uint8 or float in [0, 255] -> ``(M, out_dim)``.
-
-    Orthogonal init with gain sqrt(2) and zero biases, as in CleanRL's Atari PPO.
-    """
-
-    def __init__(self, out_dim: int = 512, in_channels: int = 4):
-        super().__init__()
-        g = math.sqrt(2)
-        self.net = nn.Sequential(
-            _orthogonal(nn.Conv2d(in_channels, 32, 8, stride=4), g), nn.ReLU(),  # (M, 32, 20, 20)
-            _orthogonal(nn.Conv2d(32, 64, 4, stride=2), g), nn.ReLU(),  # (M, 64, 9, 9)
-            _orthogonal(nn.Conv2d(64, 64, 3, stride=1), g), nn.ReLU(),  # (M, 64, 7, 7)
-            nn.Flatten(),  # (M, 3136)
-            _orthogonal(nn.Linear(64 * 7 * 7, out_dim), g), nn.ReLU(),
-        )
-
-    def forward(self, frames: Tensor) -> Tensor:
-        # Frames stay uint8 in buffers (4x less memory); scale only here.
-        return self.net(frames.float() / 255.0)
+from core.networks import NatureCNN, orthogonal_init
 
 
 @dataclass
@@ -78,6 +52,8 @@ class DTModelConfig:
     """Add the state-value head ``V(s_t)`` on the CNN features."""
     attn_implementation: str = "sdpa"
     """GPT-2 attention kernel, "sdpa" or "eager" (both deterministic on CPU)."""
+    bf16: bool = False
+    """Run the CNN state encoder under bf16 autocast (see core.networks.NatureCNN)."""
 
 
 class DTOutput(NamedTuple):
@@ -108,7 +84,7 @@ class DecisionTransformer(nn.Module):
         self.gpt.wpe.weight.requires_grad_(False)
 
         self.embed_return = nn.Linear(1, d)
-        self.embed_state = NatureCNN(out_dim=d)
+        self.embed_state = NatureCNN(out_dim=d, bf16=cfg.bf16)
         self.embed_action = nn.Embedding(cfg.n_actions, d)
         self.embed_timestep = nn.Embedding(cfg.max_timestep, d)
         self.embed_ln = nn.LayerNorm(d)
@@ -120,7 +96,7 @@ class DecisionTransformer(nn.Module):
             # to R_t, and R_t (= G_t in the data) is exactly V's regression target, so a V read from the
             # transformer would learn to copy it and the advantage A = G - V would collapse to ~0.
             self.value_head = nn.Sequential(
-                _orthogonal(nn.Linear(d, d), math.sqrt(2)), nn.ReLU(), _orthogonal(nn.Linear(d, 1), 1.0))
+                orthogonal_init(nn.Linear(d, d), math.sqrt(2)), nn.ReLU(), orthogonal_init(nn.Linear(d, 1), 1.0))
 
         self.adv_embed = None
         self.film = None
@@ -152,8 +128,13 @@ class DecisionTransformer(nn.Module):
             return output * (1 + gamma) + beta
         return (output[0] * (1 + gamma) + beta, *output[1:])
 
-    def forward(self, rtg: Tensor, frames: Tensor, actions: Tensor, timesteps: Tensor, mask: Tensor,
-                advantages: Tensor | None = None) -> DTOutput:
+    def encode_states(self, frames: Tensor) -> Tensor:
+        """CNN features ``(B, K, d)`` of frames ``(B, K, 4, 84, 84)``; acting caches them step by step."""
+        B = frames.shape[0]
+        return rearrange(self.embed_state(rearrange(frames, "b k c h w -> (b k) c h w")), "(b k) d -> b k d", b=B)
+
+    def forward(self, rtg: Tensor, frames: Tensor | None, actions: Tensor, timesteps: Tensor, mask: Tensor,
+                advantages: Tensor | None = None, state_feat: Tensor | None = None) -> DTOutput:
         """Action logits for every step of the context.
 
         Args:
@@ -165,12 +146,13 @@ class DecisionTransformer(nn.Module):
             mask: ``(B, K)`` bool/float, 1 for real steps and 0 for left padding.
             advantages: ``(B, K)`` normalised advantages for the FiLM, or ``None`` to skip it.  Ignored by
                 a model built without ``advantage_modulation``.
+            state_feat: ``(B, K, d)`` precomputed :meth:`encode_states` of the frames (then ``frames``
+                may be ``None``).
         Returns:
             :class:`DTOutput` with ``logits`` ``(B, K, n_actions)`` and ``values`` ``(B, K)`` or ``None``.
         """
-        B = rtg.shape[0]
-        state_feat = rearrange(self.embed_state(rearrange(frames, "b k c h w -> (b k) c h w")),
-                               "(b k) d -> b k d", b=B)  # (B, K, d)
+        if state_feat is None:
+            state_feat = self.encode_states(frames)  # (B, K, d)
         time_emb = self.embed_timestep(timesteps.clamp(0, self.cfg.max_timestep - 1))  # (B, K, d)
         r_tok = self.embed_return(rtg.unsqueeze(-1).to(state_feat.dtype)) + time_emb  # (B, K, d)
         s_tok = state_feat + time_emb  # (B, K, d)

@@ -158,16 +158,17 @@ def test_errors_exit_2_without_traceback_as_a_process(tmp_path):
 
 def test_multi_agent_runs_route_to_dapo_ma(capsys, tmp_path):
     """An MPE env or a multi-agent algo selects the multi-agent flags, runner and evaluation."""
-    from core.cli import is_multi_agent
+    from core.cli import run_family
 
-    assert is_multi_agent(["run", "--env", "simple_spread_v3"])
-    assert is_multi_agent(["run", "--algo=mappo"])
-    assert not is_multi_agent(["run", "--env", "CartPole-v1"]) and not is_multi_agent(["run"])
+    assert run_family(["run", "--env", "simple_spread_v3"]) == "ma"
+    assert run_family(["run", "--algo=mappo"]) == "ma"
+    assert run_family(["run", "--env", "CartPole-v1"]) == "core" and run_family(["run"]) == "core"
+    assert run_family(["run", "--algo", "dapo-dt"]) == "dt"
     _one_line_error(capsys, ["run", "--env", "simple_sprea_v3", "--run-dir", str(tmp_path / "x")], "simple_spread_v3")
     run_dir = tmp_path / "ma"
     assert main(["run", "--env", "simple_spread_v3", "--algo", "ippo", "--total-steps", "800", "--num-envs", "4",
                  "--run-dir", str(run_dir), "--no-progress", "--no-tensorboard", "--eval-episodes", "1"]) == 0
-    assert is_multi_agent(["run", "--resume", str(run_dir)]) and is_multi_agent(["eval", str(run_dir)])
+    assert run_family(["run", "--resume", str(run_dir)]) == "ma" and run_family(["eval", str(run_dir)]) == "ma"
     capsys.readouterr()
     assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
     assert "over 2 episodes" in capsys.readouterr().out

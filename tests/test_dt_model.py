@@ -196,7 +196,7 @@ def test_backward_reaches_film_and_embeddings():
     out = model(**_batch())
     (out.logits.logsumexp(-1).mean() + out.values.mean()).backward()
     assert model.film[0].weight.grad.abs().sum() > 0  # zero-init layers still receive gradient
-    assert model.embed_state.net[0].weight.grad is not None
+    assert model.embed_state.convs[0].weight.grad is not None
     assert model.gpt.wpe.weight.grad is None
 
 

@@ -1,0 +1,148 @@
+"""Configuration of Decision Transformer runs: ``dt`` (the baseline) and ``dapo-dt`` (SPEC 4).
+
+``dapo-dt`` = ``dt`` + a value head, exponential advantage weights on the action loss, the
+advantage FiLM after every attention sub-layer, and (with ``online_steps``) fine-tuning on its own
+rollouts with DAPO's clipped-ratio objective and a KL-driven clip range.  Fields left ``None`` come
+from the algorithm preset and the env (``context_len`` 50 for Pong, 30 otherwise, as in the DT paper).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from core.config import ConfigError
+
+DT_ALGOS = ("dt", "dapo-dt")
+
+
+@dataclass
+class DTConfig:
+    """Train a Decision Transformer (dt) or DAPO-DT (dapo-dt) on a Minari Atari dataset."""
+
+    # --- experiment -------------------------------------------------------------------------
+    env: str = "ALE/Pong-v5"
+    """Atari env id the dataset was collected on (evaluation plays it)."""
+    algo: str = "dapo-dt"
+    """dt (Chen et al. 2021) | dapo-dt (advantage-weighted, advantage-modulated, DAPO online fine-tuning)."""
+    dataset: Optional[str] = None
+    """Minari dataset name made by 'dapo dataset collect' (required)."""
+    dataset_steps: Optional[int] = None
+    """Use only the dataset's first episodes up to this many steps (sample-efficiency studies; None: all)."""
+    seed: int = 1
+    """Random seed (torch, numpy, batch sampling, evaluation envs)."""
+    device: str = "auto"
+    """auto | cpu | cuda."""
+    run_dir: Optional[str] = None
+    """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    torch_threads: int = 1
+    """CPU threads for torch."""
+
+    # --- model ------------------------------------------------------------------------------
+    context_len: Optional[int] = None
+    """K, steps per sequence (preset: 50 for Pong, 30 otherwise)."""
+    n_layer: int = 3
+    """GPT-2 blocks."""
+    n_head: int = 1
+    """Attention heads per block."""
+    n_embd: int = 128
+    """Token width."""
+    dropout: float = 0.1
+    """GPT-2 dropout."""
+    precision: str = "bf16"
+    """CNN arithmetic: fp32 | bf16 (autocast for the state encoder; see core.networks.NatureCNN)."""
+
+    # --- offline training -------------------------------------------------------------------
+    grad_steps: int = 2000
+    """Gradient steps of offline training."""
+    batch_size: int = 16
+    """Sequences per gradient step."""
+    lr: float = 6e-4
+    """AdamW learning rate (DT paper, Atari), linear warm-up then cosine decay to 10%."""
+    warmup_steps: int = 100
+    """Linear learning-rate warm-up steps."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (matrices only)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+
+    # --- DAPO-DT (SPEC 4) -------------------------------------------------------------------
+    advantage_weighting: Optional[bool] = None
+    """Weight each token's action loss by clip(exp(A/T), max) with A = G - V(s), normalised per batch
+    (preset: on for dapo-dt)."""
+    advantage_modulation: Optional[bool] = None
+    """FiLM after every attention sub-layer conditioned on the advantage (preset: on for dapo-dt)."""
+    adv_temperature: float = 1.0
+    """T of the exponential advantage weights (normalised advantages)."""
+    adv_max_weight: float = 20.0
+    """Upper clip of the advantage weights (AWR's 20)."""
+    value_coef: float = 0.5
+    """Weight of the value-head regression loss."""
+    target_advantage: float = 1.0
+    """Advantage (in normalised units) the modulated model is conditioned on when acting."""
+
+    # --- online fine-tuning -----------------------------------------------------------------
+    online_steps: int = 0
+    """Env steps of online fine-tuning after offline training (0: off). dt imitates its own rollouts
+    (hindsight return-to-go); dapo-dt uses the clipped-ratio objective against the collecting model."""
+    online_envs: int = 8
+    """Parallel envs for online rollouts and evaluation."""
+    online_rollout_steps: int = 256
+    """Env steps per env between online updates."""
+    online_epochs: int = 2
+    """Passes over each online rollout."""
+    clip_init: float = 0.2
+    """Initial clip range of the online clipped-ratio objective (dapo-dt)."""
+    kl_target: float = 0.01
+    """KL target of the adaptive clip: eps shrinks by 1.5x above 1.5*target, grows below target/1.5."""
+
+    # --- evaluation and outputs -------------------------------------------------------------
+    target_return: Optional[float] = None
+    """Return-to-go the policy is conditioned on (default: the dataset's best episode return)."""
+    eval_episodes: int = 8
+    """Whole games played at each evaluation (in parallel envs)."""
+    eval_every: int = 500
+    """Gradient steps between evaluations (the last step is always evaluated)."""
+    eval_max_steps: int = 27_000
+    """Agent steps after which an evaluation game is cut (EnvPool's default Atari limit)."""
+    checkpoint_every_s: float = 120.0
+    """Seconds between periodic checkpoints (one is always written at the end)."""
+    progress: bool = True
+    """Show a live progress bar."""
+
+
+ALGO_PRESETS = {"dt": dict(advantage_weighting=False, advantage_modulation=False),
+                "dapo-dt": dict(advantage_weighting=True, advantage_modulation=True)}
+
+
+def resolve(cfg: DTConfig) -> DTConfig:
+    """Fill ``None`` fields from the presets, then validate."""
+    if cfg.algo not in DT_ALGOS:
+        raise ConfigError(f"unknown --algo '{cfg.algo}' for Decision Transformers; choose one of: {', '.join(DT_ALGOS)}")
+    filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
+    if cfg.context_len is None:
+        filled["context_len"] = 50 if "Pong" in cfg.env else 30
+    out = dataclasses.replace(cfg, **filled)
+    validate(out)
+    return out
+
+
+def validate(c: DTConfig) -> None:
+    def require(ok: bool, msg: str) -> None:
+        if not ok:
+            raise ConfigError(msg)
+
+    require(c.dataset is not None, "--dataset NAME is required (make one with 'dapo dataset collect')")
+    require(c.algo in DT_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")
+    require(c.precision in ("fp32", "bf16"), f"--precision must be fp32 or bf16, got '{c.precision}'")
+    for name in ("grad_steps", "batch_size", "n_layer", "n_head", "n_embd", "eval_episodes", "eval_every",
+                 "online_envs", "online_rollout_steps", "online_epochs", "torch_threads", "eval_max_steps"):
+        require(getattr(c, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(c, name)}")
+    require(c.context_len is None or c.context_len >= 1, f"--context-len must be >= 1, got {c.context_len}")
+    require(c.n_embd % c.n_head == 0, f"--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}")
+    for name in ("lr", "adv_temperature", "adv_max_weight", "clip_init", "kl_target", "max_grad_norm"):
+        require(getattr(c, name) > 0, f"--{name.replace('_', '-')} must be positive, got {getattr(c, name)}")
+    require(0 <= c.dropout < 1, f"--dropout must be in [0, 1), got {c.dropout}")
+    require(c.online_steps >= 0 and c.warmup_steps >= 0 and c.value_coef >= 0 and c.weight_decay >= 0,
+            "--online-steps, --warmup-steps, --value-coef and --weight-decay must be >= 0")
+    require(c.dataset_steps is None or c.dataset_steps >= 1, f"--dataset-steps must be >= 1, got {c.dataset_steps}")

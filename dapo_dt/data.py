@@ -1,0 +1,280 @@
+"""Offline Atari datasets made by the toolkit's own agents, stored as Minari datasets (SPEC 4).
+
+Nothing is downloaded: ``collect`` plays whole games with a mixture of behaviour policies (PPO/DAPO
+checkpoints or snapshots of several qualities) plus epsilon noise and writes the episodes with
+Minari.  Each step stores only the newest 84x84 grey frame (4x less disk than the stack); the
+4-frame stacks the policies saw are rebuilt on loading, padding an episode's start with its first
+frame exactly as EnvPool's stack does at reset.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+from core.backends import EnvPoolBackend, envpool_supports
+from core.checkpoint import load_checkpoint
+from core.config import ConfigError
+from core.envs import is_atari
+from core.logging import Progress
+from core.networks import build_networks
+
+FRAME_SPACE = gym.spaces.Box(0, 255, (84, 84), np.uint8)
+STACK = 4
+METADATA_KEY = "dapo_toolkit"
+
+
+def load_policy(path: Path, obs_space: gym.Space, act_space: gym.Space) -> tuple[torch.nn.Module, str]:
+    """The actor saved in a run directory (its checkpoint.pt) or in one of its snapshots/step_<N>.pt
+    files; returns the actor in eval mode and a label for the dataset metadata."""
+    from core.cli_config import load_run_config
+
+    path = Path(path)
+    run_dir, ckpt = (path, path / "checkpoint.pt") if path.is_dir() else (path.parent.parent, path)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"--policy {path}: expected a run directory written by 'dapo run' "
+                          "(or a snapshots/step_<N>.pt file inside one)")
+    cfg = load_run_config(run_dir)
+    state = load_checkpoint(ckpt)
+    actor, _ = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16")
+    try:
+        actor.load_state_dict(state["actor"])
+    except RuntimeError as e:
+        raise ConfigError(f"--policy {path} was trained on {cfg.env}, whose policy does not fit "
+                          f"this env's {act_space} actions; use a policy of the same game") from e
+    return actor.eval(), f"{run_dir.name}@{state.get('global_step', '?')}"
+
+
+def episode_buffer(idx: int, frames: np.ndarray, actions: Sequence[int], rewards: Sequence[float],
+                   truncated: bool = False):
+    """A Minari episode: frames ``(T+1, 84, 84)`` uint8, ``T`` actions and raw rewards."""
+    from minari.data_collector import EpisodeBuffer
+
+    n = len(actions)
+    return EpisodeBuffer(id=idx, observations=np.asarray(frames, np.uint8), actions=np.asarray(actions, np.int64),
+                         rewards=[float(r) for r in rewards], terminations=[False] * (n - 1) + [not truncated],
+                         truncations=[False] * (n - 1) + [truncated])
+
+
+class _Episode:
+    def __init__(self, first_frame: np.ndarray, policy: int):
+        self.frames, self.actions, self.rewards, self.policy = [first_frame], [], [], policy
+
+
+@torch.no_grad()
+def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, name: str, seed: int = 0,
+            num_envs: int = 8, greedy: bool = True, progress: bool = True):
+    """Play whole games until ``steps`` steps of finished episodes are recorded; returns the dataset.
+
+    Env ``i`` plays with policy ``i mod P``; each action is uniform-random with probability ``epsilon``,
+    else the policy's argmax (``greedy``) or a sample.  Rewards are the raw game rewards.
+    """
+    _check_collect_args(env_id, policies, epsilon, steps, name)
+    envs = EnvPoolBackend(env_id, num_envs, seed, training=False)
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    actors, labels = zip(*(load_policy(p, obs_space, act_space) for p in policies))
+    owner = np.arange(num_envs) % len(actors)
+    rng = np.random.default_rng(seed)
+    obs = envs.reset(seed)
+    live = [_Episode(obs[i, -1].copy(), int(owner[i])) for i in range(num_envs)]
+    done_eps: list[tuple[_Episode, bool]] = []
+    recorded = 0
+    torch.set_num_threads(1)  # batches of a few frames: one thread is fastest (and leaves cores to EnvPool)
+    bar = Progress(steps, 0, f"collect {name}", progress)
+    while recorded < steps:
+        frames = torch.as_tensor(obs)
+        actions = np.empty(num_envs, np.int64)
+        for p, actor in enumerate(actors):
+            idx = np.flatnonzero(owner == p)
+            a = actor.mode(frames[idx]) if greedy else actor.sample(frames[idx])[0]
+            actions[idx] = a.numpy()
+        noisy = rng.random(num_envs) < epsilon
+        actions[noisy] = rng.integers(0, act_space.n, int(noisy.sum()))
+        step = envs.step(actions)
+        for i in range(num_envs):
+            if not step.valid[i]:  # EnvPool's reset step: its observation starts the next episode
+                live[i] = _Episode(step.obs[i, -1].copy(), int(owner[i]))
+                continue
+            ep = live[i]
+            ep.actions.append(int(actions[i]))
+            ep.rewards.append(float(step.score[i]))
+            ep.frames.append((step.final_obs if step.game_over[i] else step.obs)[i, -1].copy())
+            if step.game_over[i]:
+                done_eps.append((ep, bool(step.truncated[i] and not step.terminated[i])))
+                recorded += len(ep.actions)
+                bar.update(min(recorded, steps), 0.0, float(sum(ep.rewards)))
+        obs = step.obs
+    bar.close()
+    envs.close()
+    meta = {"env_id": env_id, "frame_stack": STACK, "epsilon": epsilon, "greedy": greedy, "seed": seed,
+            "policies": list(labels), "episode_policy": [ep.policy for ep, _ in done_eps]}
+    buffers = [episode_buffer(i, np.stack(ep.frames), ep.actions, ep.rewards, trunc)
+               for i, (ep, trunc) in enumerate(done_eps)]
+    return write_dataset(name, buffers, act_space, meta,
+                         f"{env_id}: whole games by {len(actors)} policies, epsilon {epsilon}, greedy {greedy}")
+
+
+def write_dataset(name: str, buffers: list, act_space: gym.Space, meta: dict, description: str):
+    """Write episode buffers (frames ``(T+1, 84, 84)`` uint8) as Minari dataset ``name`` with our metadata."""
+    import minari
+
+    try:
+        with warnings.catch_warnings():  # Minari warns about every metadata field left unset
+            warnings.simplefilter("ignore", UserWarning)
+            ds = minari.create_dataset_from_buffers(
+                dataset_id=name, buffer=buffers, observation_space=FRAME_SPACE, action_space=act_space,
+                algorithm_name="dapo-toolkit behaviour mixture", author="dapo-toolkit", data_format="hdf5",
+                jpeg_encoding=False,  # lossless frames: JPEG artefacts would change what the policies saw
+                description=description)
+    except ValueError as e:
+        raise ConfigError(f"cannot create dataset '{name}': {e}") from e
+    ds.storage.update_metadata({METADATA_KEY: json.dumps(meta)})
+    return ds
+
+
+def _check_collect_args(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, name: str) -> None:
+    if not is_atari(env_id) or not envpool_supports(env_id):
+        raise ConfigError(f"--env {env_id}: datasets are made for Atari ids such as ALE/Pong-v5 (needs envpool)")
+    if not policies:
+        raise ConfigError("give at least one --policy RUN_DIR (a run trained with 'dapo run' on this env)")
+    if not 0 <= epsilon <= 1:
+        raise ConfigError(f"--epsilon must be in [0, 1], got {epsilon}")
+    if steps < 1:
+        raise ConfigError(f"--steps must be >= 1, got {steps}")
+    if name in _local_datasets():
+        raise ConfigError(f"dataset '{name}' already exists; choose another --name or delete it with "
+                          f"minari.delete_dataset('{name}')")
+
+
+def _local_datasets() -> list[str]:
+    import minari
+
+    return list(minari.list_local_datasets())
+
+
+def load(name: str):
+    """The Minari dataset ``name`` made by :func:`collect`, with a one-line error for anything else."""
+    import minari
+
+    if name not in _local_datasets():
+        known = ", ".join(_local_datasets()) or "none"
+        raise ConfigError(f"no local Minari dataset '{name}' (local: {known}); make one with "
+                          "'dapo dataset collect' (MINARI_DATASETS_PATH sets the folder)")
+    try:
+        ds = minari.load_dataset(name)
+    except Exception as e:
+        raise ConfigError(f"dataset '{name}' is unreadable ({type(e).__name__}: {e}); collect it again") from e
+    meta = ds.storage.metadata.get(METADATA_KEY)
+    if ds.observation_space != FRAME_SPACE or not isinstance(ds.action_space, gym.spaces.Discrete) or meta is None:
+        raise ConfigError(f"dataset '{name}' was not made by 'dapo dataset collect' (needs 84x84 uint8 frames, "
+                          f"Discrete actions and {METADATA_KEY} metadata; it has {ds.observation_space})")
+    return ds, json.loads(meta)
+
+
+def info(name: str) -> dict:
+    """Episodes, steps and the return distribution of a dataset (``dapo dataset info``)."""
+    ds, meta = load(name)
+    returns = np.array([float(np.sum(ep.rewards)) for ep in ds.iterate_episodes()])
+    lengths = np.array([len(ep.actions) for ep in ds.iterate_episodes()])
+    q = np.percentile(returns, [0, 25, 50, 75, 100])
+    return {"name": name, "env_id": meta["env_id"], "episodes": int(len(returns)), "steps": int(lengths.sum()),
+            "return_mean": float(returns.mean()), "return_std": float(returns.std()),
+            "return_min_q25_median_q75_max": [round(float(x), 2) for x in q],
+            "episode_length_mean": float(lengths.mean()), "policies": meta["policies"], "epsilon": meta["epsilon"]}
+
+
+class DTBatch(NamedTuple):
+    """K-step windows for the Decision Transformer, left-padded; every field ``(B, K, ...)``."""
+
+    rtg: Tensor        # (B, K) return-to-go from step t (raw score units)
+    frames: Tensor     # (B, K, 4, 84, 84) uint8
+    actions: Tensor    # (B, K) long
+    timesteps: Tensor  # (B, K) long, step index within the episode
+    mask: Tensor       # (B, K) bool, False for padding
+
+
+@dataclass
+class Trajectories:
+    """All episodes of a dataset in memory: frames ``(F, 84, 84)`` uint8 (``T_e + 1`` per episode),
+    actions/rewards/rtg ``(S,)`` over the ``S`` steps, and per-step indices into the frames."""
+
+    frames: np.ndarray
+    actions: np.ndarray
+    rtg: np.ndarray
+    timesteps: np.ndarray
+    frame_index: np.ndarray   # (S,) index of step t's newest frame in ``frames``
+    episode_start: np.ndarray  # (S,) index of the episode's first step (in step units)
+    episode_first_frame: np.ndarray  # (S,) index of the episode's first frame
+    episode_returns: np.ndarray
+    n_actions: int
+    env_id: str
+
+    @classmethod
+    def from_dataset(cls, name: str, max_steps: Optional[int] = None) -> "Trajectories":
+        """Load ``name``; ``max_steps`` keeps only its first episodes up to that many steps (data-size studies)."""
+        ds, meta = load(name)
+        episodes, n_steps = [], 0
+        for ep in ds.iterate_episodes():
+            T = len(ep.actions)
+            if max_steps is not None and n_steps + T > max_steps and n_steps > 0:
+                break
+            episodes.append((np.asarray(ep.observations, np.uint8), np.asarray(ep.actions, np.int64),
+                             np.asarray(ep.rewards, np.float32)))
+            n_steps += T
+        return cls.from_episodes(episodes, int(ds.action_space.n), meta["env_id"])
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], n_actions: int,
+                      env_id: str) -> "Trajectories":
+        """From ``(frames (T+1, 84, 84), actions (T,), rewards (T,))`` per episode."""
+        frames, actions, rtg, ts, fidx, start, ffirst, rets = [], [], [], [], [], [], [], []
+        n_frames = n_steps = 0
+        for f, a, r in episodes:
+            T = len(a)
+            frames.append(f)
+            actions.append(a)
+            rtg.append(np.cumsum(r[::-1])[::-1].astype(np.float32))
+            ts.append(np.arange(T))
+            fidx.append(n_frames + np.arange(T))
+            start.append(np.full(T, n_steps))
+            ffirst.append(np.full(T, n_frames))
+            rets.append(float(r.sum()))
+            n_frames += len(f)
+            n_steps += T
+        cat = np.concatenate
+        return cls(cat(frames), cat(actions), cat(rtg), cat(ts), cat(fidx), cat(start), cat(ffirst),
+                   np.array(rets), n_actions, env_id)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.actions)
+
+    def stacks(self, steps: np.ndarray) -> np.ndarray:
+        """4-frame stacks ``(*steps.shape, 4, 84, 84)`` for step indices, padded with the episode's first frame."""
+        newest = self.frame_index[steps][..., None]                       # (..., 1)
+        idx = np.maximum(newest - np.arange(STACK - 1, -1, -1), self.episode_first_frame[steps][..., None])
+        return self.frames[idx]
+
+    def sample(self, batch: int, K: int, rng: np.random.Generator, device: torch.device) -> DTBatch:
+        """``batch`` windows ending at uniformly drawn steps, each holding up to ``K`` steps of its episode."""
+        end = rng.integers(0, self.num_steps, batch)                      # (B,) last step of each window
+        steps = end[:, None] - np.arange(K - 1, -1, -1)                    # (B, K)
+        mask = steps >= self.episode_start[end][:, None]
+        steps = np.where(mask, steps, end[:, None])                       # padding reuses a real index
+        def t(x, dtype=None):
+            return torch.as_tensor(x, device=device, dtype=dtype)
+        return DTBatch(t(np.where(mask, self.rtg[steps], 0.0), torch.float32), t(self.stacks(steps)),
+                       t(np.where(mask, self.actions[steps], 0)), t(np.where(mask, self.timesteps[steps], 0)),
+                       t(mask))
+
+
+def return_scale(traj: Trajectories) -> float:
+    """Scale for returns-to-go fed to the network: the largest absolute episode return (>= 1)."""
+    return max(1.0, float(np.abs(traj.episode_returns).max()))

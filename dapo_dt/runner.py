@@ -1,0 +1,45 @@
+"""``dapo run --algo dt|dapo-dt --dataset NAME``: one Decision Transformer experiment end to end
+(train offline, optionally fine-tune online, evaluate, checkpoint, summary, curve)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from core.checkpoint import atomic_write, load_checkpoint, write_json
+from core.cli_config import write_yaml_config
+from core.config import RunInterrupted
+from core.envs import check_env_id
+from core.logging import MetricLogger, Progress
+from core.plotting import plot_learning_curve
+from core.runner import prepare_run_dir, train_interruptibly
+from dapo_dt.config import DTConfig, resolve
+from dapo_dt.trainer import DTTrainer, human_normalised
+
+
+def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
+    cfg = resolve(cfg)
+    check_env_id(cfg.env)
+    run_dir = prepare_run_dir(cfg, resume)
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
+    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+    atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    trainer = DTTrainer(cfg, run_dir, checkpoint)
+    logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False)
+    total = cfg.grad_steps + (1 if cfg.online_steps else 0)
+    progress = Progress(total, trainer.grad_step, f"{cfg.algo} {cfg.env}", cfg.progress)
+    train_interruptibly(trainer, logger, progress)
+    plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}",
+                        column="eval/return_mean", xlabel="gradient steps")
+    if trainer.stop_requested:
+        raise RunInterrupted(run_dir)
+    scores = getattr(trainer, "last_eval", None) or [ep for ep in trainer.evaluate()]
+    mean = sum(scores) / len(scores)
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,
+               "dataset_steps": trainer.data.num_steps, "grad_steps": trainer.grad_step,
+               "online_env_steps": trainer.env_steps, "wall_time_s": round(trainer.elapsed, 2),
+               "target_return": trainer.target_return, "eval_return_mean": mean, "eval_return_std": std,
+               "eval_scores": scores, "human_normalised": human_normalised(cfg.env, mean), "run_dir": str(run_dir)}
+    write_json(Path(run_dir) / "summary.json", summary)
+    return summary

@@ -1,0 +1,197 @@
+"""Offline training of DT and DAPO-DT on a dataset, evaluation, and checkpoint state (SPEC 4).
+
+DT (Chen et al. 2021): cross-entropy of the dataset's actions given (R, s, a) contexts.
+DAPO-DT adds, on the same batches:
+
+- a value head ``V(s_t)`` regressed on the scaled return-to-go ``G_t``;
+- advantages ``A_t = G_t - V(s_t)`` (``V`` detached), normalised over the batch's real tokens;
+- per-token weights ``clip(exp(A_t / T), max)`` on the action loss (core.losses), so actions that did
+  better than expected are imitated more and worse ones less (never ``|A|``, SPEC 4);
+- the advantage FiLM after every attention sub-layer, fed ``A_t`` in training and a constant target
+  advantage when acting.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from core.checkpoint import save_checkpoint
+from core.config import ConfigError
+from core.loop import rng_state, seed_everything, set_rng_state
+from core.losses import exponential_advantage_weights, weighted_action_loss
+from core.trainer import pick_device
+from dapo_dt.acting import Episode, play
+from dapo_dt.config import DTConfig
+from dapo_dt.data import DTBatch, Trajectories, return_scale
+from dapo_dt.model import DecisionTransformer, DTModelConfig
+
+
+def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
+    """``(x - mean) / std`` over the real (mask=1) entries of ``x`` ``(B, K)``; padding gives 0."""
+    real = x[mask]
+    if real.numel() < 2:
+        return torch.zeros_like(x)
+    return torch.where(mask, (x - real.mean()) / (real.std() + 1e-8), torch.zeros_like(x))
+
+
+class DTTrainer:
+    def __init__(self, cfg: DTConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.device = pick_device(cfg.device)
+        torch.set_num_threads(cfg.torch_threads)
+        seed_everything(cfg.seed)
+        self.data = Trajectories.from_dataset(cfg.dataset, cfg.dataset_steps)
+        if self.data.env_id != cfg.env:
+            raise ConfigError(f"dataset '{cfg.dataset}' was collected on {self.data.env_id}, not {cfg.env}; "
+                              f"pass --env {self.data.env_id}")
+        self.scale = return_scale(self.data)
+        self.target_return = cfg.target_return if cfg.target_return is not None else float(self.data.episode_returns.max())
+        dapo = cfg.algo == "dapo-dt"
+        self.model = DecisionTransformer(DTModelConfig(
+            n_actions=self.data.n_actions, context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
+            n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + cfg.eval_max_steps + 1,
+            dropout=cfg.dropout, advantage_modulation=cfg.advantage_modulation, value_head=dapo,
+            bf16=cfg.precision == "bf16")).to(self.device)
+        decay = [p for p in self.model.parameters() if p.requires_grad and p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.requires_grad and p.dim() < 2]
+        self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                            {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+        self.rng = np.random.default_rng(cfg.seed)
+        self.grad_step, self.env_steps, self.elapsed = 0, 0, 0.0
+        self.clip = cfg.clip_init  # the online clip range (dapo-dt), adapted from the KL
+        if checkpoint is not None:
+            self.load_state_dict(checkpoint)
+
+    # --- offline -------------------------------------------------------------------------------
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up, then cosine decay to 10% of ``lr`` at ``grad_steps``."""
+        c = self.cfg
+        if step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        progress = min(1.0, (step - c.warmup_steps) / max(1, c.grad_steps - c.warmup_steps))
+        return c.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    def offline_loss(self, b: DTBatch) -> tuple[Tensor, dict[str, float]]:
+        """DT cross-entropy, plus for DAPO-DT the value loss, advantage weights and FiLM input."""
+        c, rtg = self.cfg, b.rtg / self.scale                                # (B, K) scaled G_t
+        adv, weights, metrics = None, None, {}
+        if self.model.value_head is not None:
+            values = self.model.encode_states(b.frames)                      # (B, K, d) reused below
+            v = self.model.value_head(values).squeeze(-1)                    # (B, K)
+            v_loss = ((v - rtg) ** 2)[b.mask].mean()
+            adv = masked_normalise(rtg - v.detach(), b.mask)                 # (B, K)
+            if c.advantage_weighting:
+                weights = exponential_advantage_weights(adv, c.adv_temperature, c.adv_max_weight)
+            out = self.model(rtg, None, b.actions, b.timesteps, b.mask,
+                             adv if c.advantage_modulation else None, state_feat=values)
+            metrics["train/value_loss"] = float(v_loss.detach())
+        else:
+            out = self.model(rtg, b.frames, b.actions, b.timesteps, b.mask)
+            v_loss = torch.zeros(())
+        a_loss, diag = weighted_action_loss(out.logits, b.actions, weights, b.mask)
+        metrics.update({"train/action_loss": float(a_loss.detach()), **{f"train/{k}": float(v) for k, v in diag.items()}})
+        return a_loss + c.value_coef * v_loss, metrics
+
+    def train_step(self) -> dict[str, float]:
+        c = self.cfg
+        self.model.train()
+        lr = self.lr_at(self.grad_step)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        batch = self.data.sample(c.batch_size, c.context_len, self.rng, self.device)
+        loss, metrics = self.offline_loss(batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite loss at gradient step {self.grad_step}")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        self.optimizer.step()
+        self.grad_step += 1
+        return {**metrics, "train/loss": float(loss.detach()), "train/grad_norm": float(grad_norm), "train/lr": lr}
+
+    # --- acting --------------------------------------------------------------------------------
+    def play(self, episodes: int, seed: int, record: bool = False) -> list[Episode]:
+        c = self.cfg
+        target_adv = c.target_advantage if c.advantage_modulation else None
+        return play(self.model, c.env, episodes, min(c.online_envs, episodes) if not record else c.online_envs,
+                    self.target_return, self.scale, seed, self.device, target_adv, c.eval_max_steps, record)
+
+    def evaluate(self) -> list[float]:
+        """Whole-game scores of ``eval_episodes`` games (seeded by the gradient step: comparable across runs)."""
+        return [ep.score for ep in self.play(self.cfg.eval_episodes, 10_000 + self.cfg.seed + self.grad_step)]
+
+    # --- state ---------------------------------------------------------------------------------
+    def save(self) -> None:
+        save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())
+
+    def state_dict(self) -> dict:
+        return {"grad_step": self.grad_step, "env_steps": self.env_steps, "elapsed": self.elapsed,
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "clip": self.clip,
+                "batch_rng": self.rng.bit_generator.state, "rng": rng_state(), "target_return": self.target_return}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.grad_step, self.env_steps, self.elapsed = s["grad_step"], s["env_steps"], s["elapsed"]
+        self.model.load_state_dict(s["model"])
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.clip, self.target_return = s["clip"], s["target_return"]
+        self.rng.bit_generator.state = s["batch_rng"]
+        set_rng_state(s["rng"])
+
+    # --- the loop ------------------------------------------------------------------------------
+    stop_requested = False
+
+    def train(self, logger, progress=None) -> None:
+        """Offline gradient steps (evaluating every ``eval_every``), then online fine-tuning until
+        ``online_steps`` env steps; checkpoints periodically and on the way out (also on Ctrl-C)."""
+        import time
+
+        from dapo_dt.online import online_iteration
+
+        c, last_ckpt = self.cfg, time.monotonic()
+        try:
+            while not self.stop_requested and (self.grad_step < c.grad_steps or self.env_steps < c.online_steps):
+                tic = time.perf_counter()
+                if self.grad_step < c.grad_steps:
+                    metrics = self.train_step()
+                    evaluate = self.grad_step % c.eval_every == 0 or self.grad_step == c.grad_steps
+                else:
+                    metrics = online_iteration(self)
+                    self.grad_step += int(metrics["online/updates"])
+                    evaluate = self.env_steps >= c.online_steps
+                if evaluate:
+                    metrics.update(self.eval_metrics())
+                dt = time.perf_counter() - tic
+                self.elapsed += dt
+                metrics.update({"online/env_steps": self.env_steps, "time/step_s": dt})
+                logger.log(self.grad_step, metrics)
+                if progress is not None:
+                    progress.update(self.grad_step, 1.0 / max(dt, 1e-9), metrics.get("eval/return_mean", float("nan")))
+                if time.monotonic() - last_ckpt > c.checkpoint_every_s:
+                    self.save()
+                    last_ckpt = time.monotonic()
+        finally:
+            self.save()
+
+    def eval_metrics(self) -> dict[str, float]:
+        scores = self.evaluate()
+        self.last_eval = scores
+        return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": float(np.std(scores)),
+                "eval/human_normalised": human_normalised(self.cfg.env, float(np.mean(scores)))}
+
+
+# Random and human reference scores from Mnih et al. (2015), Nature 518, Extended Data Table 2.
+ATARI_REFERENCE = {"Pong": (-20.7, 9.3), "Breakout": (1.7, 31.8)}
+
+
+def human_normalised(env_id: str, score: float) -> float:
+    """``(score - random) / (human - random)``; NaN for games without reference scores here."""
+    game = env_id.removeprefix("ALE/").split("-")[0]
+    if game not in ATARI_REFERENCE:
+        return float("nan")
+    random, human = ATARI_REFERENCE[game]
+    return (score - random) / (human - random)

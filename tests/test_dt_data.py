@@ -1,0 +1,138 @@
+"""dapo_dt datasets (Minari round trip, K-step windows), training losses, the adaptive clip, and a tiny
+collect -> train -> eval run through the CLI."""
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from core.cli import main
+from core.config import ConfigError
+from dapo_dt import data
+from dapo_dt.config import DTConfig, resolve
+from dapo_dt.online import CLIP_BOUNDS, adapt_clip
+from dapo_dt.trainer import DTTrainer, human_normalised, masked_normalise
+
+
+@pytest.fixture(autouse=True)
+def minari_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+
+
+def _frames(T, offset):
+    """(T+1, 84, 84) frames whose pixels all equal offset + frame index: easy to trace through stacks."""
+    return np.stack([np.full((84, 84), offset + i, np.uint8) for i in range(T + 1)])
+
+
+def _write_toy(name="toy-v0", env_id="ALE/Pong-v5"):
+    """Two episodes: 3 steps with rewards (1, 0, 2) and 2 steps with rewards (-1, -1)."""
+    buffers = [data.episode_buffer(0, _frames(3, 0), [1, 2, 3], [1.0, 0.0, 2.0]),
+               data.episode_buffer(1, _frames(2, 100), [4, 5], [-1.0, -1.0], truncated=True)]
+    data.write_dataset(name, buffers, gym.spaces.Discrete(6), {"env_id": env_id, "policies": ["toy"], "epsilon": 0.0},
+                       "toy")
+    return name
+
+
+def test_minari_round_trip_and_info():
+    _write_toy()
+    traj = data.Trajectories.from_dataset("toy-v0")
+    np.testing.assert_array_equal(traj.actions, [1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(traj.rtg, [3.0, 2.0, 2.0, -2.0, -1.0])  # undiscounted returns-to-go
+    np.testing.assert_array_equal(traj.timesteps, [0, 1, 2, 0, 1])
+    assert traj.frames.shape == (7, 84, 84) and traj.frames[4, 0, 0] == 100  # lossless frames
+    info = data.info("toy-v0")
+    assert (info["episodes"], info["steps"], info["return_mean"]) == (2, 5, 0.5)
+    assert info["return_min_q25_median_q75_max"][0] == -2.0 and info["return_min_q25_median_q75_max"][-1] == 3.0
+    assert data.Trajectories.from_dataset("toy-v0", max_steps=3).num_steps == 3
+
+
+def test_stacks_pad_the_episode_start_with_its_first_frame():
+    traj = data.Trajectories.from_dataset(_write_toy())
+    stacks = traj.stacks(np.array([0, 2, 3, 4]))  # (4, 4, 84, 84)
+    assert [list(s[:, 0, 0]) for s in stacks] == [[0, 0, 0, 0], [0, 0, 1, 2], [100] * 4, [100, 100, 100, 101]]
+
+
+def test_windows_are_left_padded_within_one_episode():
+    traj = data.Trajectories.from_dataset(_write_toy())
+    b = traj.sample(64, 3, np.random.default_rng(0), torch.device("cpu"))
+    assert b.frames.shape == (64, 3, 4, 84, 84) and b.frames.dtype == torch.uint8
+    for i in range(64):
+        m = b.mask[i]
+        assert m[-1] and list(m) == sorted(m.tolist())  # padding only on the left
+        real = b.timesteps[i][m]
+        assert torch.equal(real, torch.arange(int(real[0]), int(real[0]) + len(real)))
+        assert int(real[0]) == 0 or m.all()  # a window starts at its episode's start or is full
+        assert (b.rtg[i][~m] == 0).all() and (b.actions[i][~m] == 0).all()
+
+
+def test_bad_datasets_give_one_line_errors():
+    with pytest.raises(ConfigError, match="no local Minari dataset 'missing-v0'"):
+        data.load("missing-v0")
+    _write_toy("breakout-v0", env_id="ALE/Breakout-v5")
+    cfg = resolve(DTConfig(env="ALE/Pong-v5", dataset="breakout-v0", algo="dt", grad_steps=1))
+    with pytest.raises(ConfigError, match="collected on ALE/Breakout-v5"):
+        DTTrainer(cfg, "/tmp/unused")
+    with pytest.raises(ConfigError, match="--dataset NAME is required"):
+        resolve(DTConfig())
+    with pytest.raises(ConfigError, match="unknown --algo"):
+        resolve(DTConfig(dataset="x", algo="dtt"))
+
+
+def test_dapo_dt_loss_weights_and_value_head(tmp_path):
+    _write_toy()
+    dt = DTTrainer(resolve(DTConfig(dataset="toy-v0", algo="dt", context_len=3, n_embd=16, grad_steps=1)), tmp_path)
+    dapo = DTTrainer(resolve(DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1)),
+                     tmp_path)
+    assert dt.model.value_head is None and dt.model.film is None
+    assert dapo.model.value_head is not None and dapo.model.film is not None
+    m_dt, m_dapo = dt.train_step(), dapo.train_step()
+    assert "train/value_loss" not in m_dt and m_dt["train/weight_mean"] == 1.0
+    assert m_dapo["train/value_loss"] > 0 and m_dapo["train/weight_max"] <= 20.0
+    assert dt.scale == 3.0 and dt.target_return == 3.0  # largest |episode return|, best episode
+
+
+def test_masked_normalise_ignores_padding():
+    x = torch.tensor([[9.0, 1.0, 3.0]])
+    mask = torch.tensor([[False, True, True]])
+    out = masked_normalise(x, mask)
+    # real entries 1 and 3: mean 2, unbiased std sqrt(2)
+    assert torch.allclose(out, torch.tensor([[0.0, -1 / 2**0.5, 1 / 2**0.5]]), atol=1e-6)
+
+
+def test_adaptive_clip_follows_the_kl():
+    assert adapt_clip(0.2, kl=0.1, kl_target=0.01) == pytest.approx(0.2 / 1.5)
+    assert adapt_clip(0.2, kl=0.001, kl_target=0.01) == pytest.approx(0.3)
+    assert adapt_clip(0.2, kl=0.01, kl_target=0.01) == 0.2
+    assert adapt_clip(CLIP_BOUNDS[1], kl=0.0, kl_target=0.01) == CLIP_BOUNDS[1]
+
+
+def test_human_normalised_scores():
+    assert human_normalised("ALE/Pong-v5", 9.3) == pytest.approx(1.0)
+    assert human_normalised("ALE/Breakout-v5", 1.7) == pytest.approx(0.0)
+    assert np.isnan(human_normalised("ALE/Tennis-v5", 0.0))
+
+
+@pytest.mark.slow
+def test_collect_train_eval_end_to_end(tmp_path, capsys):
+    """A 256-step Pong PPO run as behaviour policy -> a Minari dataset of whole games -> DAPO-DT offline +
+    online -> evaluation, all through the CLI."""
+    policy = tmp_path / "ppo"
+    assert main(["run", "--env", "ALE/Pong-v5", "--algo", "ppo", "--total-steps", "256", "--num-envs", "2",
+                 "--num-steps", "64", "--snapshot-every", "128", "--eval-episodes", "0", "--no-progress",
+                 "--no-tensorboard", "--run-dir", str(policy)]) == 0
+    assert main(["dataset", "collect", "--env", "ALE/Pong-v5", "--policy", str(policy), "--policy",
+                 str(policy / "snapshots" / "step_000000128.pt"), "--epsilon", "0.3", "--steps", "500",
+                 "--name", "pong/tiny-v0", "--num-envs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "episodes:" in out and "env_id: ALE/Pong-v5" in out
+    assert main(["dataset", "collect", "--env", "ALE/Pong-v5", "--policy", str(policy), "--steps", "10",
+                 "--name", "pong/tiny-v0"]) == 2  # exists already
+    run = tmp_path / "dapo_dt"
+    assert main(["run", "--algo", "dapo-dt", "--env", "ALE/Pong-v5", "--dataset", "pong/tiny-v0",
+                 "--grad-steps", "4", "--eval-every", "2", "--context-len", "8", "--n-embd", "32", "--batch-size", "4",
+                 "--eval-episodes", "1", "--eval-max-steps", "200", "--online-steps", "100", "--online-envs", "1",
+                 "--run-dir", str(run), "--no-progress"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["grad_steps"] > 4 and summary["online_env_steps"] >= 100
+    assert len(summary["eval_scores"]) == 1 and (run / "learning_curve.png").exists()
