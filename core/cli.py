@@ -160,8 +160,8 @@ def _eval(args, family: str) -> int:
     from core.evaluation import mean_std
 
     if family == "dt":
-        raise ConfigError("dapo eval does not cover dt/dapo-dt runs yet; their summary.json holds the evaluation")
-    if family == "ma":
+        from dapo_dt.runner import evaluate_run
+    elif family == "ma":
         from dapo_ma.evaluation import evaluate_run
     else:
         from core.evaluation import evaluate_run

@@ -33,7 +33,7 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
                         column="eval/return_mean", xlabel="gradient steps")
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
-    scores = getattr(trainer, "last_eval", None) or [ep for ep in trainer.evaluate()]
+    scores = getattr(trainer, "last_eval", None) or trainer.evaluate()
     mean = sum(scores) / len(scores)
     std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
     summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,
@@ -43,3 +43,13 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
                "eval_scores": scores, "human_normalised": human_normalised(cfg.env, mean), "run_dir": str(run_dir)}
     write_json(Path(run_dir) / "summary.json", summary)
     return summary
+
+
+def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu", deterministic=None) -> list[float]:
+    """``dapo eval RUN_DIR`` for dt/dapo-dt runs: whole games with the saved model and target return
+    (actions are sampled from the model's softmax, as in training; ``deterministic`` is not used)."""
+    from core.cli_config import load_run_config
+
+    cfg = dataclasses.replace(load_run_config(Path(run_dir), DTConfig), device=device)
+    trainer = DTTrainer(cfg, Path(run_dir), load_checkpoint(Path(run_dir) / "checkpoint.pt"))
+    return [ep.score for ep in trainer.play(episodes, seed)]

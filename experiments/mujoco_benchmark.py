@@ -14,13 +14,13 @@ and IQM with a stratified-bootstrap 95% CI, one learning-curve PNG per env) is r
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from experiments.sweep import ROOT, run_cli, run_command
+
 MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo", "dapo"], "sb3-ppo": None}
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo": ["--algo", "dapo"],
@@ -45,20 +45,13 @@ def run_dir(runs: Path, env: str, variant: str, seed: int) -> Path:
 
 def run_one(runs: Path, env: str, variant: str, flags, seed: int, steps: int) -> str:
     d = run_dir(runs, env, variant, seed)
-    if (d / "summary.json").exists():
-        return f"skip {d}"
     if flags is None:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--sb3-worker", env, str(seed), str(steps), str(d)]
-    elif (d / "checkpoint.pt").exists():
-        cmd = [sys.executable, "-m", "core", "run", "--resume", str(d), "--no-progress"]
-    else:
-        cmd = [sys.executable, "-m", "core", "run", "--env", env, *flags, "--seed", str(seed), "--total-steps",
-               str(steps), "--run-dir", str(d), "--no-progress", "--no-tensorboard"]
-    t0 = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return f"FAILED {d}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
-    return f"done {d} in {time.time() - t0:.0f}s"
+        if (d / "summary.json").exists():
+            return f"skip {d}"
+        return run_command([sys.executable, str(Path(__file__).resolve()), "--sb3-worker", env, str(seed), str(steps),
+                            str(d)], d)
+    return run_cli(d, ["--env", env, *flags, "--seed", str(seed), "--total-steps", str(steps), "--no-progress",
+                       "--no-tensorboard"])
 
 
 def sb3_worker(env: str, seed: int, steps: int, out: Path) -> None:

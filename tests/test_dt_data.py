@@ -136,3 +136,6 @@ def test_collect_train_eval_end_to_end(tmp_path, capsys):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["grad_steps"] > 4 and summary["online_env_steps"] >= 100
     assert len(summary["eval_scores"]) == 1 and (run / "learning_curve.png").exists()
+    capsys.readouterr()
+    assert main(["eval", str(run), "--episodes", "1"]) == 0
+    assert "eval_return_mean" in capsys.readouterr().out

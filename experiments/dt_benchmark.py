@@ -1,0 +1,154 @@
+"""Decision Transformer benchmark (issue #6): DT vs DAPO-DT on the same Atari datasets and budgets.
+
+For every ``ENV=DATASET`` pair, algorithm, dataset fraction and seed, one ``dapo run --algo dt|dapo-dt``
+runs in its own process under ``RUNS/<env>/<algo>/frac<f>/s<seed>`` (resumable: finished runs are
+skipped, interrupted ones resumed).  The report gives, per env:
+
+- the final evaluation score (whole games, mean over seeds +- std, human-normalised);
+- score versus gradient steps (mean +- std over seeds, one PNG per env) and the gradient steps DAPO-DT
+  needs to reach DT's final score (the source claims 28% fewer: ratio <= 0.72);
+- score versus dataset size (the ``--fractions`` of the dataset's steps).
+
+    python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --seeds 1 2 3 --grad-steps 2000
+    python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --fractions 0.25 0.5 1 --seeds 1 2 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from experiments.stats import steps_to_threshold
+from experiments.sweep import ROOT, run_cli
+
+ALGOS = ("dt", "dapo-dt")
+
+
+def run_path(runs: Path, env: str, algo: str, frac: float, seed: int) -> Path:
+    return runs / env.replace("/", "-") / algo / f"frac{frac:g}" / f"s{seed}"
+
+
+def dataset_steps(name: str) -> int:
+    from dapo_dt.data import info
+
+    return info(name)["steps"]
+
+
+def curve(run: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(gradient steps, eval score) rows of a run's metrics.csv."""
+    from core.logging import read_metrics
+
+    m = read_metrics(run / "metrics.csv")
+    steps, score = np.array(m["global_step"]), np.array(m.get("eval/return_mean", [np.nan] * len(m["global_step"])))
+    ok = ~np.isnan(score)
+    return steps[ok], score[ok]
+
+
+def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, command: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, lines = [], [f"# DT vs DAPO-DT\n\nCommand: `{command}`\n"]
+    for env, name in data.items():
+        lines += [f"\n## {env} (dataset `{name}`)\n", "| algo | data fraction | seeds | final score (mean +- std) | "
+                  "human-normalised |", "|---|---|---|---|---|"]
+        fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+        finals: dict[tuple[str, float], list[float]] = {}
+        mean_curves = {}
+        for algo in ALGOS:
+            for frac in fractions:
+                done = [run_path(runs, env, algo, frac, s) for s in seeds]
+                done = [d for d in done if (d / "summary.json").exists()]
+                if not done:
+                    continue
+                sums = [json.loads((d / "summary.json").read_text()) for d in done]
+                finals[algo, frac] = [s["eval_return_mean"] for s in sums]
+                for d, s in zip(done, sums):
+                    rows.append({"env": env, "algo": algo, "fraction": frac, "seed": s["seed"],
+                                 "dataset_steps": s["dataset_steps"], "grad_steps": s["grad_steps"],
+                                 "online_env_steps": s["online_env_steps"], "eval_return_mean": s["eval_return_mean"],
+                                 "human_normalised": s["human_normalised"], "wall_time_s": s["wall_time_s"]})
+                v = np.array(finals[algo, frac])
+                hn = np.mean([s["human_normalised"] for s in sums])
+                lines.append(f"| {algo} | {frac:g} | {len(v)} | {v.mean():.2f} +- {v.std():.2f} | {hn:.3f} |")
+                if frac == max(fractions):
+                    curves = [curve(d) for d in done]
+                    n = min(len(c[0]) for c in curves)
+                    steps = curves[0][0][:n]
+                    ys = np.stack([c[1][:n] for c in curves])
+                    mean_curves[algo] = (steps, ys.mean(0))
+                    ax.plot(steps, ys.mean(0), label=algo)
+                    ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)
+        if set(mean_curves) == set(ALGOS):
+            dt_final = mean_curves["dt"][1][-1]
+            dt_steps = steps_to_threshold(*mean_curves["dt"], dt_final)
+            dapo_steps = steps_to_threshold(*mean_curves["dapo-dt"], dt_final)
+            lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
+                         f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims <= 0.72). "
+                         "Evaluations are every `--eval-every` steps, so steps are resolved to that grid.")
+        ax.set_xlabel("gradient steps")
+        ax.set_ylabel("evaluation score (whole games)")
+        ax.set_title(f"DT vs DAPO-DT on {env}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
+        plt.close(fig)
+    import csv
+
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["env"])
+        w.writeheader()
+        w.writerows(rows)
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", nargs="+", required=True, metavar="ENV=DATASET",
+                   help="Atari env and the Minari dataset made for it by 'dapo dataset collect'")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--fractions", nargs="+", type=float, default=[1.0], help="fractions of the dataset's steps")
+    p.add_argument("--grad-steps", type=int, default=2000, help="offline gradient steps per run")
+    p.add_argument("--eval-every", type=int, default=250, help="gradient steps between evaluations")
+    p.add_argument("--eval-episodes", type=int, default=8, help="whole games per evaluation")
+    p.add_argument("--online-steps", type=int, default=0, help="online fine-tuning env steps after offline training")
+    p.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="further 'dapo run' flags for every run")
+    p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+    p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "dt")
+    p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "dt_benchmark")
+    p.add_argument("--report-only", action="store_true")
+    args = p.parse_args()
+    try:
+        data = dict(pair.split("=", 1) for pair in args.data)
+    except ValueError:
+        p.error("--data takes ENV=DATASET pairs, e.g. ALE/Pong-v5=pong/mixed-v0")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        jobs = []
+        for env, name in data.items():
+            total = dataset_steps(name)
+            for frac in args.fractions:
+                for seed in args.seeds:
+                    for algo in ALGOS:
+                        flags = ["--algo", algo, "--env", env, "--dataset", name, "--seed", str(seed),
+                                 "--grad-steps", str(args.grad_steps), "--eval-every", str(args.eval_every),
+                                 "--eval-episodes", str(args.eval_episodes), "--online-steps", str(args.online_steps),
+                                 "--dataset-steps", str(max(1, int(frac * total))), "--no-progress", *args.extra]
+                        jobs.append((run_path(args.runs_dir, env, algo, frac, seed), flags))
+        print(f"{len(jobs)} runs, {args.jobs} at a time, into {args.runs_dir}", flush=True)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for msg in pool.map(lambda j: run_cli(*j), jobs):
+                print(msg, flush=True)
+    report(args.out, args.runs_dir, data, args.seeds, args.fractions, "python " + " ".join(sys.argv))
+    print((args.out / "results.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
