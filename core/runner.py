@@ -46,6 +46,18 @@ def prepare_run_dir(cfg: TrainConfig, resume: bool) -> Path:
     return run_dir
 
 
+def start_run(cfg, resume: bool, main: bool = True):
+    """Shared prologue of every ``dapo run`` family: the run directory (refusing to overwrite a finished
+    run), its checkpoint when resuming, and the resolved config written to config.yaml.  ``cfg`` must be
+    resolved already; returns ``(cfg with run_dir, run_dir, checkpoint or None)``."""
+    run_dir = prepare_run_dir(cfg, resume) if main else Path(cfg.run_dir or "")
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
+    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+    if main:
+        atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    return cfg, run_dir, checkpoint
+
+
 def train_interruptibly(trainer, logger, progress) -> None:
     """``trainer.train`` where Ctrl-C finishes the current iteration, checkpoints and sets
     ``trainer.stop_requested``; a second Ctrl-C aborts at once.  Closes the logger and progress bar."""
@@ -78,11 +90,7 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     data-parallel ranks other than 0, which write nothing)."""
     cfg = resolve_for_env(cfg)
     main = int(os.environ.get("RANK", "0")) == 0
-    run_dir = prepare_run_dir(cfg, resume) if main else Path(cfg.run_dir or "")
-    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
-    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    if main:
-        atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    cfg, run_dir, checkpoint = start_run(cfg, resume, main)
     trainer = Trainer(cfg, run_dir, checkpoint)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
     progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress and main)

@@ -6,13 +6,12 @@ import dataclasses
 import math
 from pathlib import Path
 
-from core.checkpoint import atomic_write, load_checkpoint, write_json
-from core.cli_config import write_yaml_config
+from core.checkpoint import load_checkpoint, write_json
 from core.config import RunInterrupted
 from core.envs import check_env_id
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
-from core.runner import prepare_run_dir, train_interruptibly
+from core.runner import start_run, train_interruptibly
 from dapo_dt.config import DTConfig, resolve
 from dapo_dt.trainer import DTTrainer, human_normalised
 
@@ -20,10 +19,7 @@ from dapo_dt.trainer import DTTrainer, human_normalised
 def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
     cfg = resolve(cfg)
     check_env_id(cfg.env)
-    run_dir = prepare_run_dir(cfg, resume)
-    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
-    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    cfg, run_dir, checkpoint = start_run(cfg, resume)
     trainer = DTTrainer(cfg, run_dir, checkpoint)
     logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False)
     total = cfg.grad_steps + (1 if cfg.online_steps else 0)

@@ -6,17 +6,16 @@ write summary.json and learning_curve.png.
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Optional
 
-from core.checkpoint import atomic_write, load_checkpoint, write_json
-from core.cli_config import load_run_config as core_load_run_config, write_yaml_config
+from core.checkpoint import write_json
+from core.cli_config import load_run_config as core_load_run_config
 from core.config import RunInterrupted
 from core.evaluation import mean_std
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
-from core.runner import prepare_run_dir, train_interruptibly
+from core.runner import start_run, train_interruptibly
 from dapo_ma.config import MAConfig, resolve
 from dapo_ma.evaluation import evaluate
 from dapo_ma.loop import MATrainerBase
@@ -40,11 +39,7 @@ def load_run_config(run_dir: Path) -> MAConfig:
 def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
     """Train (or continue) a run and write config.yaml, metrics.csv, tb/, checkpoint.pt,
     summary.json and learning_curve.png into its directory.  Returns the summary."""
-    cfg = resolve(cfg)
-    run_dir = prepare_run_dir(cfg, resume)
-    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
-    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    cfg, run_dir, checkpoint = start_run(resolve(cfg), resume)
     trainer = make_trainer(cfg, run_dir, checkpoint)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
     progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress)
