@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
+import torch
 from einops import rearrange, repeat
 from torch import Tensor, nn
 from transformers import GPT2Config, GPT2Model
@@ -53,7 +54,8 @@ class DTModelConfig:
     attn_implementation: str = "sdpa"
     """GPT-2 attention kernel, "sdpa" or "eager" (both deterministic on CPU)."""
     bf16: bool = False
-    """Run the CNN state encoder under bf16 autocast (see core.networks.NatureCNN)."""
+    """Run the CNN state encoder and the GPT-2 blocks under bf16 autocast (embeddings, heads and losses
+    stay fp32; see core.networks.NatureCNN)."""
 
 
 class DTOutput(NamedTuple):
@@ -76,6 +78,9 @@ class DecisionTransformer(nn.Module):
             n_positions=3 * cfg.context_len, n_embd=d, n_layer=cfg.n_layer, n_head=cfg.n_head,
             n_inner=4 * d, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout,
             attn_implementation=cfg.attn_implementation,
+            # GPT-2's tanh-approximated GELU, as one native kernel (transformers' "gelu_new" is the same
+            # formula written as several Python-level ops: a third of the CPU time of acting)
+            activation_function="gelu_pytorch_tanh",
         )
         self.gpt = GPT2Model(gpt_cfg)
         # The timestep embedding is the only positional signal (as in the original DT): GPT-2's learned
@@ -168,7 +173,9 @@ class DecisionTransformer(nn.Module):
             cond = repeat(cond, "b k d -> b (k n) d", n=3)  # one advantage per step: causal per position
             self._film = [tuple(lin(cond).chunk(2, dim=-1)) for lin in self.film]  # L x 2 x (B, 3K, d)
         try:
-            hidden = self.gpt(inputs_embeds=tokens, attention_mask=attn_mask).last_hidden_state  # (B, 3K, d)
+            with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+                hidden = self.gpt(inputs_embeds=tokens, attention_mask=attn_mask).last_hidden_state  # (B, 3K, d)
+            hidden = hidden.float()
         finally:
             self._film = None  # never let a stale conditioning leak into a later call
 
