@@ -9,6 +9,8 @@ episode statistics and truncation bootstrapping are identical across them:
   reward 0).  Its adapter reports that step as ``valid=False`` (the collector drops it from learning
   and from episode statistics) and reports the returned observation of the ending step as its final one.
 
+Atari ids (``ALE/<Game>-v5``) run on EnvPool with its v5 defaults, which differ from Gymnasium's ALE
+v5 in one respect: no sticky actions (``repeat_action_probability`` 0 instead of 0.25).
 Learning and reporting may see different episodes: on Atari the learner gets sign-clipped rewards and
 a termination at every life loss ("episodic life", Mnih et al. 2015), while ``score`` and
 ``game_over`` describe the full game with its raw score, which is what results report.

@@ -106,10 +106,11 @@ class TrainConfig:
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and critic MLPs (Atari uses the Nature-DQN CNN instead)."""
-    precision: Optional[Literal["fp32", "bf16"]] = None
+    precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
-    optimiser stay fp32). Preset: fp32, bf16 for Atari (5x the SPS of fp32 on this project's 2-core
-    AMX CPU: 423 vs 82 SPS in a 8k-step Pong run). MLPs always run fp32."""
+    optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
+    fp32, auto for Atari (bf16 gave 5x the SPS of fp32 on this project's 2-core AMX CPU: 423 vs 82 SPS
+    in an 8k-step Pong run). MLPs always run fp32."""
 
     # --- clipping ---------------------------------------------------------------------------
     clip_eps: Optional[float] = None
@@ -188,7 +189,7 @@ ENV_PRESETS = {
                     gae_lambda=0.8, num_epochs=20, num_minibatches=1, lr=1e-3),
     "continuous": dict(_COMMON, num_envs=1, num_steps=2048, norm_obs=True, norm_reward=True, gamma=0.99,
                        gae_lambda=0.95, num_epochs=10, num_minibatches=32, lr=3e-4),
-    "atari": dict(backend="envpool", precision="bf16", clip_eps=0.1, ent_coef=0.01, eval_deterministic=False, num_envs=8,
+    "atari": dict(backend="envpool", precision="auto", clip_eps=0.1, ent_coef=0.01, eval_deterministic=False, num_envs=8,
                   num_steps=128, norm_obs=False, norm_reward=False, gamma=0.99, gae_lambda=0.95,
                   num_epochs=4, num_minibatches=4, lr=2.5e-4),
 }
@@ -212,6 +213,13 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
     out = dataclasses.replace(cfg, **filled)
     if out.window is None:
         out.window = out.num_envs * out.num_steps
+    if out.precision == "auto":
+        from core.networks import preferred_cnn_precision
+
+        out.precision = preferred_cnn_precision()
+    if env_family == "atari" and out.norm_obs:
+        raise ConfigError("--norm-obs does not apply to Atari frames (the CNN scales pixels by 1/255); "
+                          "use --no-norm-obs")
     validate(out)
     return out
 

@@ -52,6 +52,18 @@ class NatureCNN(nn.Module):
             return torch.relu(self.fc(x)).float()
 
 
+def preferred_cnn_precision() -> str:
+    """``bf16`` where bf16 convolutions are fast (CUDA; CPUs with AVX512-BF16 or AMX), else ``fp32``
+    (without them bf16 autocast on the CPU is slower than fp32)."""
+    if torch.cuda.is_available():
+        return "bf16"
+    try:
+        fast = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    except AttributeError:  # older torch: no probe
+        fast = False
+    return "bf16" if fast else "fp32"
+
+
 def cnn_head(out_dim: int, out_gain: float, bf16: bool) -> nn.Sequential:
     """NatureCNN features -> a linear output layer (policy logits or a value)."""
     return nn.Sequential(NatureCNN(512, bf16=bf16), orthogonal_init(nn.Linear(512, out_dim), out_gain))

@@ -6,6 +6,7 @@ drops by every reward received, as in Chen et al. (2021).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -19,64 +20,72 @@ from dapo_dt.model import DecisionTransformer
 class Episode(NamedTuple):
     """One finished game as the acting model saw it; per-step arrays ``(T, ...)``."""
 
-    frames: np.ndarray    # (T, 4, 84, 84) uint8 stacks
+    frames: np.ndarray    # (T + 1, 84, 84) uint8 newest frames (recorded games only, else empty)
     actions: np.ndarray   # (T,) int64
     rewards: np.ndarray   # (T,) float32 raw game rewards
+    rtg_in: np.ndarray    # (T,) float32 return-to-go the model was conditioned on (raw units)
     logp: np.ndarray      # (T,) float32 log-prob of the action under the acting model
     score: float
 
 
 class _Context:
-    def __init__(self):
+    def __init__(self, target_return: float, first_frame: Optional[np.ndarray] = None):
         self.feats: list[Tensor] = []
         self.actions: list[int] = []
-        self.rtg: list[float] = []
-        self.frames: list[np.ndarray] = []
+        self.rtg: list[float] = [target_return]
+        self.frames: list[np.ndarray] = [] if first_frame is None else [first_frame]
         self.rewards: list[float] = []
         self.logp: list[float] = []
+
+    def episode(self, record: bool) -> Episode:
+        n = len(self.actions)
+        return Episode(np.stack(self.frames) if record else np.empty(0), np.array(self.actions),
+                       np.array(self.rewards, np.float32), np.array(self.rtg[:n], np.float32),
+                       np.array(self.logp, np.float32), float(sum(self.rewards)))
 
 
 @torch.no_grad()
 def play(model: DecisionTransformer, env_id: str, episodes: int, num_envs: int, target_return: float,
          return_scale: float, seed: int, device: torch.device, target_advantage: Optional[float] = None,
          max_steps: int = 27_000, record: bool = False) -> list[Episode]:
-    """Play until ``episodes`` games finish (games longer than ``max_steps`` are cut and counted);
-    actions are sampled from the model's softmax.  ``record`` keeps frames for online updates."""
+    """Play ``episodes`` games, ``ceil(episodes / num_envs)`` per env (so short games are not favoured);
+    a game longer than ``max_steps`` is cut, counted, and its env waits for the next game.  Actions are
+    sampled from the model's softmax with a generator seeded by ``seed``.  ``record`` keeps the frames."""
     model.eval()
     K = model.cfg.context_len
     envs = EnvPoolBackend(env_id, num_envs, seed, training=False)
+    gen = torch.Generator(device=device).manual_seed(seed)
     obs = envs.reset(seed)
-    ctx = [_Context() for _ in range(num_envs)]
-    for c in ctx:
-        c.rtg.append(target_return)
+    quota = [math.ceil(episodes / num_envs)] * num_envs
+    ctx = [_Context(target_return, obs[i, -1].copy() if record else None) for i in range(num_envs)]
+    waiting = [False] * num_envs  # a cut game: skip its remaining steps
     finished: list[Episode] = []
-    while len(finished) < episodes:
+    while any(q > 0 for q in quota):
         feats = model.encode_states(torch.as_tensor(obs, device=device)[:, None])[:, 0]   # (N, d)
         for i, c in enumerate(ctx):
             c.feats.append(feats[i])
         logits = _last_logits(model, ctx, K, device, target_advantage, return_scale)        # (N, A)
-        dist = torch.distributions.Categorical(logits=logits)
-        actions = dist.sample()
-        logp = dist.log_prob(actions)
+        logp_all = torch.log_softmax(logits, -1)
+        actions = torch.multinomial(logp_all.exp(), 1, generator=gen).squeeze(-1)
+        logp = logp_all.gather(-1, actions[:, None]).squeeze(-1)
         step = envs.step(actions.cpu().numpy())
         for i, c in enumerate(ctx):
             if not step.valid[i]:  # EnvPool's reset step starts the next game
-                ctx[i] = _Context()
-                ctx[i].rtg.append(target_return)
+                ctx[i] = _Context(target_return, step.obs[i, -1].copy() if record else None)
+                waiting[i] = False
+                continue
+            if waiting[i] or quota[i] == 0:
                 continue
             c.actions.append(int(actions[i]))
             c.rewards.append(float(step.score[i]))
             c.logp.append(float(logp[i]))
-            if record:
-                c.frames.append(obs[i].copy())
             c.rtg.append(c.rtg[-1] - float(step.score[i]))
+            if record:
+                c.frames.append((step.final_obs if step.game_over[i] else step.obs)[i, -1].copy())
             if step.game_over[i] or len(c.actions) >= max_steps:
-                finished.append(Episode(np.stack(c.frames) if record else np.empty(0), np.array(c.actions),
-                                        np.array(c.rewards, np.float32), np.array(c.logp, np.float32),
-                                        float(sum(c.rewards))))
-                if not step.game_over[i]:  # cut: this env's next games would not be comparable
-                    ctx[i] = _Context()
-                    ctx[i].rtg.append(target_return)
+                finished.append(c.episode(record))
+                quota[i] -= 1
+                waiting[i] = not step.game_over[i]
         obs = step.obs
     envs.close()
     return finished[:episodes]

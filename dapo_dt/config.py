@@ -49,8 +49,9 @@ class DTConfig:
     """Token width."""
     dropout: float = 0.1
     """GPT-2 dropout."""
-    precision: str = "bf16"
-    """CNN arithmetic: fp32 | bf16 (autocast for the state encoder; see core.networks.NatureCNN)."""
+    precision: str = "auto"
+    """fp32 | bf16 (autocast for the CNN and the GPT-2 blocks) | auto (bf16 on CUDA and on CPUs with
+    AVX512-BF16/AMX, else fp32)."""
 
     # --- offline training -------------------------------------------------------------------
     grad_steps: int = 2000
@@ -87,8 +88,6 @@ class DTConfig:
     (hindsight return-to-go); dapo-dt uses the clipped-ratio objective against the collecting model."""
     online_envs: int = 8
     """Parallel envs for online rollouts and evaluation."""
-    online_rollout_steps: int = 256
-    """Env steps per env between online updates."""
     online_epochs: int = 2
     """Passes over each online rollout."""
     clip_init: float = 0.2
@@ -122,6 +121,10 @@ def resolve(cfg: DTConfig) -> DTConfig:
     filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
     if cfg.context_len is None:
         filled["context_len"] = 50 if "Pong" in cfg.env else 30
+    if cfg.precision == "auto":
+        from core.networks import preferred_cnn_precision
+
+        filled["precision"] = preferred_cnn_precision()
     out = dataclasses.replace(cfg, **filled)
     validate(out)
     return out
@@ -134,9 +137,11 @@ def validate(c: DTConfig) -> None:
 
     require(c.dataset is not None, "--dataset NAME is required (make one with 'dapo dataset collect')")
     require(c.algo in DT_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")
-    require(c.precision in ("fp32", "bf16"), f"--precision must be fp32 or bf16, got '{c.precision}'")
+    require(c.precision in ("fp32", "bf16", "auto"), f"--precision must be fp32, bf16 or auto, got '{c.precision}'")
+    require(c.algo == "dapo-dt" or not (c.advantage_weighting or c.advantage_modulation),
+            "--advantage-weighting/--advantage-modulation need the value head of --algo dapo-dt")
     for name in ("grad_steps", "batch_size", "n_layer", "n_head", "n_embd", "eval_episodes", "eval_every",
-                 "online_envs", "online_rollout_steps", "online_epochs", "torch_threads", "eval_max_steps"):
+                 "online_envs", "online_epochs", "torch_threads", "eval_max_steps"):
         require(getattr(c, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(c, name)}")
     require(c.context_len is None or c.context_len >= 1, f"--context-len must be >= 1, got {c.context_len}")
     require(c.n_embd % c.n_head == 0, f"--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}")

@@ -31,17 +31,24 @@ STACK = 4
 METADATA_KEY = "dapo_toolkit"
 
 
-def load_policy(path: Path, obs_space: gym.Space, act_space: gym.Space) -> tuple[torch.nn.Module, str]:
+def load_policy(path: Path, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> tuple[torch.nn.Module, str]:
     """The actor saved in a run directory (its checkpoint.pt) or in one of its snapshots/step_<N>.pt
     files; returns the actor in eval mode and a label for the dataset metadata."""
     from core.cli_config import load_run_config
 
     path = Path(path)
-    run_dir, ckpt = (path, path / "checkpoint.pt") if path.is_dir() else (path.parent.parent, path)
+    if path.is_dir():
+        run_dir, ckpt = path, path / "checkpoint.pt"
+    else:  # RUN_DIR/checkpoint.pt or RUN_DIR/snapshots/step_<N>.pt
+        run_dir, ckpt = (path.parent if path.name == "checkpoint.pt" else path.parent.parent), path
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"--policy {path}: expected a run directory written by 'dapo run' "
                           "(or a snapshots/step_<N>.pt file inside one)")
     cfg = load_run_config(run_dir)
+    if cfg.env != env_id:
+        raise ConfigError(f"--policy {path} was trained on {cfg.env}, not {env_id}; use a policy of the same game")
+    if cfg.norm_obs:
+        raise ConfigError(f"--policy {path} normalises observations (--norm-obs), which Atari policies do not use")
     state = load_checkpoint(ckpt)
     actor, _ = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16")
     try:
@@ -71,24 +78,26 @@ class _Episode:
 @torch.no_grad()
 def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, name: str, seed: int = 0,
             num_envs: int = 8, greedy: bool = True, progress: bool = True):
-    """Play whole games until ``steps`` steps of finished episodes are recorded; returns the dataset.
+    """Play whole games until ``steps`` steps are recorded; returns the dataset.
 
     Env ``i`` plays with policy ``i mod P``; each action is uniform-random with probability ``epsilon``,
-    else the policy's argmax (``greedy``) or a sample.  Rewards are the raw game rewards.
+    else the policy's argmax (``greedy``) or a sample.  Rewards are the raw game rewards.  Once the
+    budget is reached no new game starts but the running ones finish (dropping them would favour short
+    games, i.e. weak policies).
     """
-    _check_collect_args(env_id, policies, epsilon, steps, name)
+    _check_collect_args(env_id, policies, epsilon, steps, name, num_envs)
     envs = EnvPoolBackend(env_id, num_envs, seed, training=False)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
-    actors, labels = zip(*(load_policy(p, obs_space, act_space) for p in policies))
+    actors, labels = zip(*(load_policy(p, env_id, obs_space, act_space) for p in policies))
     owner = np.arange(num_envs) % len(actors)
     rng = np.random.default_rng(seed)
     obs = envs.reset(seed)
-    live = [_Episode(obs[i, -1].copy(), int(owner[i])) for i in range(num_envs)]
+    live: list[Optional[_Episode]] = [_Episode(obs[i, -1].copy(), int(owner[i])) for i in range(num_envs)]
     done_eps: list[tuple[_Episode, bool]] = []
     recorded = 0
     torch.set_num_threads(1)  # batches of a few frames: one thread is fastest (and leaves cores to EnvPool)
     bar = Progress(steps, 0, f"collect {name}", progress)
-    while recorded < steps:
+    while any(ep is not None for ep in live):
         frames = torch.as_tensor(obs)
         actions = np.empty(num_envs, np.int64)
         for p, actor in enumerate(actors):
@@ -100,9 +109,11 @@ def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, n
         step = envs.step(actions)
         for i in range(num_envs):
             if not step.valid[i]:  # EnvPool's reset step: its observation starts the next episode
-                live[i] = _Episode(step.obs[i, -1].copy(), int(owner[i]))
+                live[i] = _Episode(step.obs[i, -1].copy(), int(owner[i])) if recorded < steps else None
                 continue
             ep = live[i]
+            if ep is None:  # this env is done collecting
+                continue
             ep.actions.append(int(actions[i]))
             ep.rewards.append(float(step.score[i]))
             ep.frames.append((step.final_obs if step.game_over[i] else step.obs)[i, -1].copy())
@@ -133,13 +144,28 @@ def write_dataset(name: str, buffers: list, act_space: gym.Space, meta: dict, de
                 algorithm_name="dapo-toolkit behaviour mixture", author="dapo-toolkit", data_format="hdf5",
                 jpeg_encoding=False,  # lossless frames: JPEG artefacts would change what the policies saw
                 description=description)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise ConfigError(f"cannot create dataset '{name}': {e}") from e
     ds.storage.update_metadata({METADATA_KEY: json.dumps(meta)})
     return ds
 
 
-def _check_collect_args(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, name: str) -> None:
+def check_dataset_name(name: str) -> None:
+    """Minari ids need a version suffix; a bad id fails only after collection and leaves a folder that
+    breaks Minari's listing, so it is checked first."""
+    from minari.dataset.minari_dataset import DATASET_ID_RE
+
+    m = DATASET_ID_RE.match(name)
+    if m is None or not name.rsplit("-v", 1)[-1].isdigit():
+        raise ConfigError(f"--name '{name}' is not a Minari dataset id; use [namespace/]name-v<N>, e.g. pong/mixed-v0")
+
+
+def _check_collect_args(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, name: str,
+                        num_envs: int) -> None:
+    check_dataset_name(name)
+    if num_envs < len(policies):
+        raise ConfigError(f"--num-envs {num_envs} is smaller than the {len(policies)} policies: some would never "
+                          f"play; use --num-envs >= {len(policies)}")
     if not is_atari(env_id) or not envpool_supports(env_id):
         raise ConfigError(f"--env {env_id}: datasets are made for Atari ids such as ALE/Pong-v5 (needs envpool)")
     if not policies:
@@ -193,11 +219,12 @@ def info(name: str) -> dict:
 class DTBatch(NamedTuple):
     """K-step windows for the Decision Transformer, left-padded; every field ``(B, K, ...)``."""
 
-    rtg: Tensor        # (B, K) return-to-go from step t (raw score units)
+    rtg: Tensor        # (B, K) return-to-go the model is conditioned on (raw score units)
     frames: Tensor     # (B, K, 4, 84, 84) uint8
     actions: Tensor    # (B, K) long
     timesteps: Tensor  # (B, K) long, step index within the episode
     mask: Tensor       # (B, K) bool, False for padding
+    returns: Tensor    # (B, K) hindsight return-to-go G_t (equal to rtg for offline data)
 
 
 @dataclass
@@ -215,13 +242,16 @@ class Trajectories:
     episode_returns: np.ndarray
     n_actions: int
     env_id: str
+    cond_rtg: Optional[np.ndarray] = None  # (S,) acting-time return-to-go inputs of online games
 
     @classmethod
     def from_dataset(cls, name: str, max_steps: Optional[int] = None) -> "Trajectories":
-        """Load ``name``; ``max_steps`` keeps only its first episodes up to that many steps (data-size studies)."""
+        """Load ``name``; ``max_steps`` keeps whole episodes, in a fixed shuffled order, up to that many
+        steps (data-size studies; the shuffle keeps the mixture of policies and game lengths)."""
         ds, meta = load(name)
         episodes, n_steps = [], 0
-        for ep in ds.iterate_episodes():
+        order = np.random.default_rng(0).permutation(ds.total_episodes) if max_steps else range(ds.total_episodes)
+        for ep in ds.iterate_episodes([int(i) for i in order]):
             T = len(ep.actions)
             if max_steps is not None and n_steps + T > max_steps and n_steps > 0:
                 break
@@ -232,8 +262,9 @@ class Trajectories:
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], n_actions: int,
-                      env_id: str) -> "Trajectories":
-        """From ``(frames (T+1, 84, 84), actions (T,), rewards (T,))`` per episode."""
+                      env_id: str, cond_rtg: Optional[Sequence[np.ndarray]] = None) -> "Trajectories":
+        """From ``(frames (T+1, 84, 84), actions (T,), rewards (T,))`` per episode; ``cond_rtg`` gives
+        per-episode return-to-go inputs that differ from the hindsight ones (online games)."""
         frames, actions, rtg, ts, fidx, start, ffirst, rets = [], [], [], [], [], [], [], []
         n_frames = n_steps = 0
         for f, a, r in episodes:
@@ -250,7 +281,7 @@ class Trajectories:
             n_steps += T
         cat = np.concatenate
         return cls(cat(frames), cat(actions), cat(rtg), cat(ts), cat(fidx), cat(start), cat(ffirst),
-                   np.array(rets), n_actions, env_id)
+                   np.array(rets), n_actions, env_id, None if cond_rtg is None else cat(cond_rtg).astype(np.float32))
 
     @property
     def num_steps(self) -> int:
@@ -270,9 +301,10 @@ class Trajectories:
         steps = np.where(mask, steps, end[:, None])                       # padding reuses a real index
         def t(x, dtype=None):
             return torch.as_tensor(x, device=device, dtype=dtype)
-        return DTBatch(t(np.where(mask, self.rtg[steps], 0.0), torch.float32), t(self.stacks(steps)),
-                       t(np.where(mask, self.actions[steps], 0)), t(np.where(mask, self.timesteps[steps], 0)),
-                       t(mask))
+        returns = t(np.where(mask, self.rtg[steps], 0.0), torch.float32)
+        cond = returns if self.cond_rtg is None else t(np.where(mask, self.cond_rtg[steps], 0.0), torch.float32)
+        return DTBatch(cond, t(self.stacks(steps)), t(np.where(mask, self.actions[steps], 0)),
+                       t(np.where(mask, self.timesteps[steps], 0)), t(mask), returns)
 
 
 def return_scale(traj: Trajectories) -> float:

@@ -6,10 +6,12 @@ then updates on K-step windows of those games:
 - ``dt``: plain imitation of its own games, conditioned on their hindsight returns-to-go (as in
   Online DT, Zheng et al. 2022).
 - ``dapo-dt``: DAPO's clipped-ratio objective ``min(r A, clip(r, 1-eps, 1+eps) A)`` against the
-  collecting model (``r = pi / pi_collect``, both on the same windows; the collecting model's
-  log-probs are taken before the first update), with ``A = G - V`` normalised, plus the value loss.
-  The clip range is not fixed: after each iteration ``eps`` shrinks 1.5x when the measured KL to the
-  collecting model exceeds 1.5x ``kl_target`` and grows 1.5x when it is below ``kl_target / 1.5``.
+  collecting model.  Both log-probs condition on what the model saw while acting (the decreasing
+  target return-to-go and the constant target advantage) and run without dropout, so the ratio is
+  exactly 1 before the first update; ``A = G - V_collect`` is fixed per window before updating, and
+  ``V`` regresses on the hindsight return ``G``.  The clip range is not fixed: after each iteration
+  ``eps`` shrinks 1.5x when the KL to the collecting model exceeds 1.5x ``kl_target`` and grows 1.5x
+  when it is below ``kl_target / 1.5``.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from core.losses import policy_loss, weighted_action_loss
-from dapo_dt.data import Trajectories
+from dapo_dt.data import DTBatch, Trajectories
 from dapo_dt.trainer import DTTrainer, masked_normalise
 
 CLIP_BOUNDS = (0.02, 0.5)
@@ -38,23 +40,21 @@ def online_iteration(tr: DTTrainer) -> dict[str, float]:
     games = tr.play(c.online_envs, seed=20_000 + c.seed + tr.env_steps, record=True)
     steps = sum(len(g.actions) for g in games)
     tr.env_steps += steps
-    # frames (T+1, 84, 84): the newest frame of each stack, plus a dummy final frame (never indexed)
-    episodes = [(np.concatenate([g.frames[:, -1], g.frames[-1:, -1]]), g.actions, g.rewards) for g in games]
-    data = Trajectories.from_episodes(episodes, tr.data.n_actions, c.env)
+    dapo = c.algo == "dapo-dt"
+    data = Trajectories.from_episodes([(g.frames, g.actions, g.rewards) for g in games], tr.data.n_actions, c.env,
+                                      cond_rtg=[g.rtg_in for g in games] if dapo else None)
     n_updates = max(1, c.online_epochs * steps // (c.batch_size * c.context_len))
     batches = [data.sample(c.batch_size, c.context_len, tr.rng, tr.device) for _ in range(n_updates)]
     metrics: dict[str, list[float]] = {}
-    old_logp = None
-    if c.algo == "dapo-dt":
-        with torch.no_grad():  # the collecting model's log-probs on exactly the windows used below
-            tr.model.eval()
-            old_logp = [_logp(tr, b)[0] for b in batches]
-    tr.model.train()
+    if dapo:
+        tr.model.eval()  # no dropout: the ratio compares the same function before and after updates
+        with torch.no_grad():
+            old = [_evaluate(tr, b) for b in batches]
+        targets = [(logp, masked_normalise(b.returns / tr.scale - v, b.mask)) for b, (logp, v) in zip(batches, old)]
+    else:
+        tr.model.train()
     for i, b in enumerate(batches):
-        if old_logp is None:
-            loss, m = _imitation_loss(tr, b)
-        else:
-            loss, m = _clipped_loss(tr, b, old_logp[i])
+        loss, m = _clipped_loss(tr, b, *targets[i]) if dapo else _imitation_loss(tr, b)
         tr.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(tr.model.parameters(), c.max_grad_norm)
@@ -62,40 +62,33 @@ def online_iteration(tr: DTTrainer) -> dict[str, float]:
         for k, v in m.items():
             metrics.setdefault(k, []).append(v)
     out = {f"online/{k}": float(np.mean(v)) for k, v in metrics.items()}
-    if old_logp is not None:
+    if dapo:
         out["online/clip"] = tr.clip
         tr.clip = adapt_clip(tr.clip, out["online/approx_kl"], c.kl_target)
-    scores = [g.score for g in games]
-    return {**out, "online/score_mean": float(np.mean(scores)), "online/games": len(games),
+    return {**out, "online/score_mean": float(np.mean([g.score for g in games])), "online/games": len(games),
             "online/updates": n_updates}
 
 
-def _logp(tr: DTTrainer, b):
-    """Log-probs of the taken actions ``(B, K)``, values ``(B, K)`` and the model output."""
-    rtg = b.rtg / tr.scale
+def _evaluate(tr: DTTrainer, b: DTBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs of the taken actions ``(B, K)`` and values ``(B, K)``, conditioned as when acting."""
     feats = tr.model.encode_states(b.frames)
-    adv = None
-    values = tr.model.value_head(feats).squeeze(-1) if tr.model.value_head is not None else None
-    if tr.cfg.advantage_modulation and values is not None:
-        adv = masked_normalise(rtg - values.detach(), b.mask)
-    out = tr.model(rtg, None, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
+    adv = torch.full_like(b.rtg, tr.cfg.target_advantage) if tr.cfg.advantage_modulation else None
+    out = tr.model(b.rtg / tr.scale, None, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
     logp = torch.log_softmax(out.logits.float(), -1).gather(-1, b.actions.unsqueeze(-1)).squeeze(-1)
-    return logp, values, out
+    return logp, tr.model.value_head(feats).squeeze(-1)
 
 
-def _imitation_loss(tr: DTTrainer, b):
-    _, _, out = _logp(tr, b)
+def _imitation_loss(tr: DTTrainer, b: DTBatch):
+    out = tr.model(b.returns / tr.scale, b.frames, b.actions, b.timesteps, b.mask)
     loss, diag = weighted_action_loss(out.logits, b.actions, None, b.mask)
     return loss, {"action_loss": float(loss.detach()), **{k: float(v) for k, v in diag.items()}}
 
 
-def _clipped_loss(tr: DTTrainer, b, logp_old: torch.Tensor):
-    logp, values, out = _logp(tr, b)
-    rtg = b.rtg / tr.scale
-    adv = masked_normalise(rtg - values.detach(), b.mask)
+def _clipped_loss(tr: DTTrainer, b: DTBatch, logp_old: torch.Tensor, adv: torch.Tensor):
+    logp, values = _evaluate(tr, b)
     m = b.mask
     pi_loss, diag = policy_loss(logp[m], logp_old[m], adv[m], tr.clip, tr.clip)
-    v_loss = ((values - rtg) ** 2)[m].mean()
+    v_loss = ((values - b.returns / tr.scale) ** 2)[m].mean()
     loss = pi_loss + tr.cfg.value_coef * v_loss
     return loss, {"policy_loss": float(pi_loss.detach()), "value_loss": float(v_loss.detach()),
                   **{k: float(v) for k, v in diag.items()}}

@@ -42,10 +42,13 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu", deterministic=None) -> list[float]:
-    """``dapo eval RUN_DIR`` for dt/dapo-dt runs: whole games with the saved model and target return
-    (actions are sampled from the model's softmax, as in training; ``deterministic`` is not used)."""
+    """``dapo eval RUN_DIR`` for dt/dapo-dt runs: whole games with the saved model, return scale and target
+    return (no dataset needed).  Actions are sampled from the model's softmax, as in training."""
     from core.cli_config import load_run_config
+    from core.config import ConfigError
 
+    if deterministic:
+        raise ConfigError("Decision Transformers are evaluated by sampling their softmax; drop --no-stochastic")
     cfg = dataclasses.replace(load_run_config(Path(run_dir), DTConfig), device=device)
-    trainer = DTTrainer(cfg, Path(run_dir), load_checkpoint(Path(run_dir) / "checkpoint.pt"))
+    trainer = DTTrainer(cfg, Path(run_dir), load_checkpoint(Path(run_dir) / "checkpoint.pt"), load_data=False)
     return [ep.score for ep in trainer.play(episodes, seed)]

@@ -12,6 +12,7 @@ DAPO-DT adds, on the same batches:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Optional
@@ -40,23 +41,30 @@ def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
 
 
 class DTTrainer:
-    def __init__(self, cfg: DTConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+    def __init__(self, cfg: DTConfig, run_dir: Path, checkpoint: Optional[dict] = None, load_data: bool = True):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
-        self.data = Trajectories.from_dataset(cfg.dataset, cfg.dataset_steps)
-        if self.data.env_id != cfg.env:
-            raise ConfigError(f"dataset '{cfg.dataset}' was collected on {self.data.env_id}, not {cfg.env}; "
-                              f"pass --env {self.data.env_id}")
-        self.scale = return_scale(self.data)
-        self.target_return = cfg.target_return if cfg.target_return is not None else float(self.data.episode_returns.max())
-        dapo = cfg.algo == "dapo-dt"
-        self.model = DecisionTransformer(DTModelConfig(
-            n_actions=self.data.n_actions, context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
-            n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + cfg.eval_max_steps + 1,
-            dropout=cfg.dropout, advantage_modulation=cfg.advantage_modulation, value_head=dapo,
-            bf16=cfg.precision == "bf16")).to(self.device)
+        if checkpoint is not None and load_data is False:  # evaluation only: no dataset needed
+            self.data, self.scale, self.target_return = None, checkpoint["scale"], checkpoint["target_return"]
+            model_cfg = DTModelConfig(**checkpoint["model_config"])
+        else:
+            self.data = Trajectories.from_dataset(cfg.dataset, cfg.dataset_steps)
+            if self.data.env_id != cfg.env:
+                raise ConfigError(f"dataset '{cfg.dataset}' was collected on {self.data.env_id}, not {cfg.env}; "
+                                  f"pass --env {self.data.env_id}")
+            self.scale = return_scale(self.data)
+            self.target_return = (cfg.target_return if cfg.target_return is not None
+                                  else float(self.data.episode_returns.max()))
+            # Timesteps beyond the longest dataset game reuse the last trained row (the model clamps):
+            # rows never seen in training would add untrained noise to every token.
+            model_cfg = DTModelConfig(
+                n_actions=self.data.n_actions, context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + 1, dropout=cfg.dropout,
+                advantage_modulation=cfg.advantage_modulation, value_head=cfg.algo == "dapo-dt",
+                bf16=cfg.precision == "bf16")
+        self.model = DecisionTransformer(model_cfg).to(self.device)
         decay = [p for p in self.model.parameters() if p.requires_grad and p.dim() >= 2]
         no_decay = [p for p in self.model.parameters() if p.requires_grad and p.dim() < 2]
         self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -87,6 +95,9 @@ class DTTrainer:
             adv = masked_normalise(rtg - v.detach(), b.mask)                 # (B, K)
             if c.advantage_weighting:
                 weights = exponential_advantage_weights(adv, c.adv_temperature, c.adv_max_weight)
+                # self-normalised (mean 1 over real tokens): the weights reshape the loss across tokens
+                # without also raising the effective learning rate (E[exp(z)] = e^0.5 for z ~ N(0, 1))
+                weights = weights / weights[b.mask].mean()
             out = self.model(rtg, None, b.actions, b.timesteps, b.mask,
                              adv if c.advantage_modulation else None, state_feat=values)
             metrics["train/value_loss"] = float(v_loss.detach())
@@ -131,6 +142,7 @@ class DTTrainer:
 
     def state_dict(self) -> dict:
         return {"grad_step": self.grad_step, "env_steps": self.env_steps, "elapsed": self.elapsed,
+                "model_config": dataclasses.asdict(self.model.cfg), "scale": self.scale,
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "clip": self.clip,
                 "batch_rng": self.rng.bit_generator.state, "rng": rng_state(), "target_return": self.target_return}
 
@@ -138,7 +150,7 @@ class DTTrainer:
         self.grad_step, self.env_steps, self.elapsed = s["grad_step"], s["env_steps"], s["elapsed"]
         self.model.load_state_dict(s["model"])
         self.optimizer.load_state_dict(s["optimizer"])
-        self.clip, self.target_return = s["clip"], s["target_return"]
+        self.clip, self.scale, self.target_return = s["clip"], s["scale"], s["target_return"]
         self.rng.bit_generator.state = s["batch_rng"]
         set_rng_state(s["rng"])
 

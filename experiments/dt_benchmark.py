@@ -79,9 +79,8 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                 lines.append(f"| {algo} | {frac:g} | {len(v)} | {v.mean():.2f} +- {v.std():.2f} | {hn:.3f} |")
                 if frac == max(fractions):
                     curves = [curve(d) for d in done]
-                    n = min(len(c[0]) for c in curves)
-                    steps = curves[0][0][:n]
-                    ys = np.stack([c[1][:n] for c in curves])
+                    steps = np.array(sorted(set.intersection(*(set(c[0].tolist()) for c in curves))))
+                    ys = np.stack([[y for x, y in zip(*c) if x in set(steps.tolist())] for c in curves])
                     mean_curves[algo] = (steps, ys.mean(0))
                     ax.plot(steps, ys.mean(0), label=algo)
                     ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)

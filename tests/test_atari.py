@@ -8,7 +8,7 @@ from core.backends import make_backend
 from core.config import ConfigError, TrainConfig
 from core.envs import ObsNormalizer, RewardScaler, make_vec_env
 from core.evaluation import evaluate
-from core.networks import CategoricalActor, NatureCNN, build_networks
+from core.networks import CategoricalActor, NatureCNN, build_networks, preferred_cnn_precision
 from core.rollout import Collector
 from core.runner import resolve_for_env
 
@@ -80,7 +80,9 @@ def test_build_networks_picks_the_cnn_for_frames():
 def test_atari_presets_and_errors():
     cfg = resolve_for_env(TrainConfig(env="ALE/Pong-v5", algo="dapo"))
     assert (cfg.backend, cfg.precision, cfg.clip_eps, cfg.ent_coef, cfg.num_envs, cfg.num_steps) == \
-        ("envpool", "bf16", 0.1, 0.01, 8, 128)
+        ("envpool", preferred_cnn_precision(), 0.1, 0.01, 8, 128)
+    with pytest.raises(ConfigError, match="--norm-obs does not apply"):
+        resolve_for_env(TrainConfig(env="ALE/Pong-v5", norm_obs=True))
     assert cfg.eval_deterministic is False
     classic = resolve_for_env(TrainConfig(env="CartPole-v1"))
     assert (classic.backend, classic.precision, classic.clip_eps) == ("sync", "fp32", 0.2)
