@@ -64,11 +64,6 @@ def preferred_cnn_precision() -> str:
     return "bf16" if fast else "fp32"
 
 
-def cnn_head(out_dim: int, out_gain: float, bf16: bool) -> nn.Sequential:
-    """NatureCNN features -> a linear output layer (policy logits or a value)."""
-    return nn.Sequential(NatureCNN(512, bf16=bf16), orthogonal_init(nn.Linear(512, out_dim), out_gain))
-
-
 def orthogonal_init(layer: nn.Module, gain: float) -> nn.Module:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
@@ -76,8 +71,8 @@ def orthogonal_init(layer: nn.Module, gain: float) -> nn.Module:
 
 
 class CategoricalActor(nn.Module):
-    """Discrete actions: logits from an MLP, or from ``net`` when given (e.g. :func:`cnn_head` for
-    frames). obs ``(B, D)`` -> Categorical over ``n`` actions."""
+    """Discrete actions: logits from an MLP, or from ``net`` when given (e.g. a NatureCNN and a linear
+    layer for frames). obs ``(B, D)`` -> Categorical over ``n`` actions."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int], net: Optional[nn.Module] = None):
         super().__init__()
@@ -144,17 +139,38 @@ class Critic(nn.Module):
         return self.net(obs).squeeze(-1)
 
 
+class SharedEncoderCritic(nn.Module):
+    """Value head on the actor's encoder (CleanRL's Atari design): obs ``(B, C, H, W)`` -> ``(B,)``.
+
+    The encoder belongs to the actor (its parameters, optimiser group and checkpoint); it is kept here
+    in a list so that ``parameters()``/``state_dict()`` hold the head only, while autograd still sends
+    the value loss into the encoder.  Without this sharing, a separate policy CNN learns almost only
+    through the 0.01-gain logits layer: on Pong its conv gradients were ~1e-7 per weight and PPO's
+    return did not move from -20 in 500k steps.
+    """
+
+    def __init__(self, encoder: nn.Module, head: nn.Module):
+        super().__init__()
+        self.head = head
+        self._encoder = [encoder]
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.head(self._encoder[0](obs)).squeeze(-1)
+
+
 def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
-                   bf16: bool = False) -> tuple[nn.Module, Critic]:
-    """Actor and critic for the spaces: separate networks (DAPO's decoupled optimisers need them);
-    image observations ``(C, H, W)`` get a Nature-DQN CNN each, flat ones an MLP each."""
+                   bf16: bool = False) -> tuple[nn.Module, nn.Module]:
+    """Actor and critic for the spaces.  Flat observations: separate MLPs (DAPO's decoupled optimisers
+    act on them).  Image observations ``(C, H, W)``: one Nature-DQN encoder owned by the actor, with a
+    policy head and a value head (:class:`SharedEncoderCritic`)."""
     obs_dim = int(np.prod(obs_space.shape))
     if len(obs_space.shape) == 3:
         if not isinstance(act_space, gym.spaces.Discrete):
             raise ValueError(f"image observations need Discrete actions, got {act_space}")
         n = int(act_space.n)
-        return (CategoricalActor(obs_dim, n, hidden, net=cnn_head(n, 0.01, bf16)),
-                Critic(obs_dim, hidden, net=cnn_head(1, 1.0, bf16)))
+        encoder = NatureCNN(512, bf16=bf16)
+        actor = CategoricalActor(obs_dim, n, hidden, net=nn.Sequential(encoder, orthogonal_init(nn.Linear(512, n), 0.01)))
+        return actor, SharedEncoderCritic(encoder, orthogonal_init(nn.Linear(512, 1), 1.0))
     if isinstance(act_space, gym.spaces.Discrete):
         return CategoricalActor(obs_dim, int(act_space.n), hidden), Critic(obs_dim, hidden)
     return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden), Critic(obs_dim, hidden)

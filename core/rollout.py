@@ -131,7 +131,8 @@ class Prefetcher:
 
     def __init__(self, collector: Collector, actor: torch.nn.Module, critic: Critic, enabled: bool):
         self.collector, self.enabled = collector, enabled
-        self.behaviour = (copy.deepcopy(actor), copy.deepcopy(critic)) if enabled else None
+        # one deepcopy of the pair keeps parameters they share (an image encoder) shared in the copy
+        self.behaviour = copy.deepcopy((actor, critic)) if enabled else None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collector") if enabled else None
         self.pending: Optional[tuple] = None   # a finished prefetched rollout
         self.future: Optional[Future] = None

@@ -69,12 +69,24 @@ def test_nature_cnn_shapes_and_bf16_features_stay_close_to_fp32():
     assert torch.allclose(fp32, bf16, atol=0.05 * fp32.abs().max().item())
 
 
-def test_build_networks_picks_the_cnn_for_frames():
+def test_frames_get_one_cnn_shared_by_policy_and_value_heads():
+    """The encoder is the actor's (parameters, checkpoint) yet the value loss trains it; no parameter is
+    listed twice (one optimiser with actor and critic groups); a joint deepcopy keeps the sharing."""
+    import copy
+
     actor, critic = build_networks(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6), (64,))
-    assert isinstance(actor, CategoricalActor) and any(isinstance(m, NatureCNN) for m in actor.modules())
-    frames = torch.zeros((5, 4, 84, 84), dtype=torch.uint8)
+    assert isinstance(actor, CategoricalActor) and sum(isinstance(m, NatureCNN) for m in actor.modules()) == 1
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
     assert actor.sample(frames)[0].shape == (5,) and critic(frames).shape == (5,)
-    assert actor is not critic and not set(map(id, actor.parameters())) & set(map(id, critic.parameters()))
+    assert not set(map(id, actor.parameters())) & set(map(id, critic.parameters()))
+    assert list(dict(critic.named_parameters())) == ["head.weight", "head.bias"]
+    critic(frames).sum().backward()
+    assert actor.net[0].convs[0].weight.grad.abs().sum() > 0
+    a2, c2 = copy.deepcopy((actor, critic))
+    with torch.no_grad():
+        a2.net[0].fc.bias.add_(1.0)
+    assert torch.allclose(c2(frames), c2.head(a2.net[0](frames)).squeeze(-1))
+    assert not torch.allclose(c2(frames), critic(frames))
 
 
 def test_atari_presets_and_errors():
