@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,10 +55,23 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows, lines = [], [f"# DT vs DAPO-DT\n\nCommand: `{command}`\n"]
+    import platform
+
+    import torch
+
+    from dapo_dt.data import info
+
+    machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.python_version()}"
+    rows, lines = [], [f"# DT vs DAPO-DT\n\nCommand: `{command}`\n\nMachine: {machine}. Scores are whole games "
+                       "(raw, and human-normalised with Mnih et al. 2015's random/human scores); the final score is "
+                       "the evaluation after the last gradient step.\n"]
     for env, name in data.items():
-        lines += [f"\n## {env} (dataset `{name}`)\n", "| algo | data fraction | seeds | final score (mean +- std) | "
-                  "human-normalised |", "|---|---|---|---|---|"]
+        d = info(name)
+        lines += [f"\n## {env} (dataset `{name}`)\n",
+                  f"Dataset: {d['episodes']} games, {d['steps']} steps, return mean {d['return_mean']:.2f} +- "
+                  f"{d['return_std']:.2f}, min/q25/median/q75/max {d['return_min_q25_median_q75_max']}, behaviour "
+                  f"policies {d['policies']} with epsilon {d['epsilon']}.\n",
+                  "| algo | data fraction | seeds | final score (mean +- std) | human-normalised |", "|---|---|---|---|---|"]
         fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
         finals: dict[tuple[str, float], list[float]] = {}
         mean_curves = {}
@@ -91,6 +105,22 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
             lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
                          f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims <= 0.72). "
                          "Evaluations are every `--eval-every` steps, so steps are resolved to that grid.")
+        if len(fractions) > 1:
+            fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
+            for algo in ALGOS:
+                pts = [(f * d["steps"], np.mean(finals[algo, f]), np.std(finals[algo, f]))
+                       for f in sorted(fractions) if (algo, f) in finals]
+                if pts:
+                    x, y, e = map(np.array, zip(*pts))
+                    ax2.errorbar(x, y, yerr=e, marker="o", capsize=3, label=algo)
+            ax2.set_xlabel("dataset steps used")
+            ax2.set_ylabel("final evaluation score")
+            ax2.set_title(f"Score vs dataset size, {env}")
+            ax2.grid(alpha=0.3)
+            ax2.legend()
+            fig2.tight_layout()
+            fig2.savefig(out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
+            plt.close(fig2)
         ax.set_xlabel("gradient steps")
         ax.set_ylabel("evaluation score (whole games)")
         ax.set_title(f"DT vs DAPO-DT on {env}")

@@ -153,3 +153,28 @@ def test_collect_train_eval_end_to_end(tmp_path, capsys):
     minari.delete_dataset("pong/tiny-v0")  # evaluation needs only the run directory
     assert main(["eval", str(run), "--episodes", "1"]) == 0
     assert "eval_return_mean" in capsys.readouterr().out
+
+
+def test_dt_benchmark_report_on_synthetic_runs(tmp_path):
+    """The report's table, steps-to-DT's-final-score ratio and plots, from hand-made run directories:
+    DT reaches 4.0 at step 20; DAPO-DT reaches it at step 10 -> ratio 0.5."""
+    from core.logging import MetricLogger
+    from experiments.dt_benchmark import report, run_path
+
+    _write_toy()
+    curves = {"dt": [1.0, 4.0], "dapo-dt": [4.0, 5.0]}
+    for algo, scores in curves.items():
+        for seed in (1, 2):
+            d = run_path(tmp_path / "runs", "ALE/Pong-v5", algo, 1.0, seed)
+            d.mkdir(parents=True)
+            log = MetricLogger(d, tensorboard=False)
+            for step, score in zip((10, 20), scores):
+                log.log(step, {"eval/return_mean": score})
+            (d / "summary.json").write_text(json.dumps({
+                "seed": seed, "dataset_steps": 5, "grad_steps": 20, "online_env_steps": 0, "wall_time_s": 1.0,
+                "eval_return_mean": scores[-1], "human_normalised": human_normalised("ALE/Pong-v5", scores[-1])}))
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1, 2], [1.0], "test")
+    md = (tmp_path / "results.md").read_text()
+    assert "| dt | 1 | 2 | 4.00 +- 0.00 |" in md and "| dapo-dt | 1 | 2 | 5.00 +- 0.00 |" in md
+    assert "DT 20, DAPO-DT 10 (ratio 0.50" in md
+    assert (tmp_path / "ALE-Pong-v5_score_vs_grad_steps.png").exists()
