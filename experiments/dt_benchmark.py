@@ -66,11 +66,11 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                        "(raw, and human-normalised with Mnih et al. 2015's random/human scores); the final score is "
                        "the evaluation after the last gradient step.\n"]
     for env, name in data.items():
-        d = info(name)
+        ds = info(name)
         lines += [f"\n## {env} (dataset `{name}`)\n",
-                  f"Dataset: {d['episodes']} games, {d['steps']} steps, return mean {d['return_mean']:.2f} +- "
-                  f"{d['return_std']:.2f}, min/q25/median/q75/max {d['return_min_q25_median_q75_max']}, behaviour "
-                  f"policies {d['policies']} with epsilon {d['epsilon']}.\n",
+                  f"Dataset: {ds['episodes']} games, {ds['steps']} steps, return mean {ds['return_mean']:.2f} +- "
+                  f"{ds['return_std']:.2f}, min/q25/median/q75/max {ds['return_min_q25_median_q75_max']}, behaviour "
+                  f"policies {ds['policies']} with epsilon {ds['epsilon']}.\n",
                   "| algo | data fraction | seeds | final score (mean +- std) | human-normalised |", "|---|---|---|---|---|"]
         fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
         finals: dict[tuple[str, float], list[float]] = {}
@@ -108,7 +108,7 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
         if len(fractions) > 1:
             fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
             for algo in ALGOS:
-                pts = [(f * d["steps"], np.mean(finals[algo, f]), np.std(finals[algo, f]))
+                pts = [(f * ds["steps"], np.mean(finals[algo, f]), np.std(finals[algo, f]))
                        for f in sorted(fractions) if (algo, f) in finals]
                 if pts:
                     x, y, e = map(np.array, zip(*pts))
@@ -175,7 +175,8 @@ def main() -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             for msg in pool.map(lambda j: run_cli(*j), jobs):
                 print(msg, flush=True)
-    report(args.out, args.runs_dir, data, args.seeds, args.fractions, "python " + " ".join(sys.argv))
+    command = "python " + " ".join(a for a in sys.argv if a != "--report-only")  # the sweep that made the runs
+    report(args.out, args.runs_dir, data, args.seeds, args.fractions, command)
     print((args.out / "results.md").read_text())
 
 
