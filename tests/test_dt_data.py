@@ -164,8 +164,8 @@ def test_dt_benchmark_report_on_synthetic_runs(tmp_path):
     _write_toy()
     curves = {"dt": [1.0, 4.0], "dapo-dt": [4.0, 5.0]}
     for algo, scores in curves.items():
-        for seed in (1, 2):
-            d = run_path(tmp_path / "runs", "ALE/Pong-v5", algo, 1.0, seed)
+        for seed, frac in ((1, 1.0), (2, 1.0), (1, 0.5), (2, 0.5)):
+            d = run_path(tmp_path / "runs", "ALE/Pong-v5", algo, frac, seed)
             d.mkdir(parents=True)
             log = MetricLogger(d, tensorboard=False)
             for step, score in zip((10, 20), scores):
@@ -173,8 +173,10 @@ def test_dt_benchmark_report_on_synthetic_runs(tmp_path):
             (d / "summary.json").write_text(json.dumps({
                 "seed": seed, "dataset_steps": 5, "grad_steps": 20, "online_env_steps": 0, "wall_time_s": 1.0,
                 "eval_return_mean": scores[-1], "human_normalised": human_normalised("ALE/Pong-v5", scores[-1])}))
-    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1, 2], [1.0], "test")
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1, 2], [0.5, 1.0], "test")
     md = (tmp_path / "results.md").read_text()
     assert "| dt | 1 | 2 | 4.00 +- 0.00 |" in md and "| dapo-dt | 1 | 2 | 5.00 +- 0.00 |" in md
     assert "DT 20, DAPO-DT 10 (ratio 0.50" in md
+    assert "| dt | 0.5 | 2 | 4.00 +- 0.00 |" in md
     assert (tmp_path / "ALE-Pong-v5_score_vs_grad_steps.png").exists()
+    assert (tmp_path / "ALE-Pong-v5_score_vs_dataset_size.png").exists()
