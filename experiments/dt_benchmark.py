@@ -49,6 +49,19 @@ def curve(run: Path) -> tuple[np.ndarray, np.ndarray]:
     return steps[ok], score[ok]
 
 
+def _save(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, command: str) -> None:
     import matplotlib
 
@@ -113,22 +126,10 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                 if pts:
                     x, y, e = map(np.array, zip(*pts))
                     ax2.errorbar(x, y, yerr=e, marker="o", capsize=3, label=algo)
-            ax2.set_xlabel("dataset steps used")
-            ax2.set_ylabel("final evaluation score")
-            ax2.set_title(f"Score vs dataset size, {env}")
-            ax2.grid(alpha=0.3)
-            ax2.legend()
-            fig2.tight_layout()
-            fig2.savefig(out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
-            plt.close(fig2)
-        ax.set_xlabel("gradient steps")
-        ax.set_ylabel("evaluation score (whole games)")
-        ax.set_title(f"DT vs DAPO-DT on {env}")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
-        plt.close(fig)
+            _save(fig2, ax2, "dataset steps used", "final evaluation score", f"Score vs dataset size, {env}",
+                  out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
+        _save(fig, ax, "gradient steps", "evaluation score (whole games)", f"DT vs DAPO-DT on {env}",
+              out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
     import csv
 
     with open(out / "results.csv", "w", newline="") as f:
