@@ -80,9 +80,9 @@ class EnvPoolBackend:
 
         # Atari: life-loss terminations and sign-clipped rewards for learning only; evaluation plays
         # whole games for their raw score.
-        kwargs = dict(episodic_life=training, reward_clip=training) if is_atari(env_id) else {}
-        self.envs = envpool.make_gymnasium(envpool_id(env_id), num_envs=num_envs, seed=seed, **kwargs)
         self.atari = is_atari(env_id)
+        kwargs = dict(episodic_life=training, reward_clip=training) if self.atari else {}
+        self.envs = envpool.make_gymnasium(envpool_id(env_id), num_envs=num_envs, seed=seed, **kwargs)
         self.num_envs = num_envs
         self.single_observation_space = self.envs.observation_space
         self.single_action_space = self.envs.action_space

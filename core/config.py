@@ -213,10 +213,9 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
     out = dataclasses.replace(cfg, **filled)
     if out.window is None:
         out.window = out.num_envs * out.num_steps
-    if out.precision == "auto":
-        from core.networks import preferred_cnn_precision
+    from core.networks import resolve_precision
 
-        out.precision = preferred_cnn_precision()
+    out.precision = resolve_precision(out.precision)
     if env_family == "atari" and out.norm_obs:
         raise ConfigError("--norm-obs does not apply to Atari frames (the CNN scales pixels by 1/255); "
                           "use --no-norm-obs")

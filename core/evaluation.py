@@ -13,12 +13,17 @@ from core.config import TrainConfig, validate
 from core.envs import ObsNormalizer, is_atari, to_env_actions
 
 
+def evaluation_envs(env_id: str, seed: int):
+    """One evaluation env: EnvPool's whole-game Atari, else a sync Gymnasium env."""
+    return make_backend(env_id, 1, "envpool" if is_atari(env_id) else "sync", seed, training=False)
+
+
 @torch.no_grad()
 def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episodes: int, seed: int,
              device: torch.device, deterministic: bool = True) -> list[float]:
     """Raw scores of ``episodes`` full episodes on one env (whole games with unclipped rewards on
     Atari); the mean action / argmax when ``deterministic``.  The normaliser is read, never updated."""
-    envs = make_backend(env_id, 1, "envpool" if is_atari(env_id) else "sync", seed, training=False)
+    envs = evaluation_envs(env_id, seed)
     obs = envs.reset(seed=seed)
     returns, ep_return = [], 0.0
     while len(returns) < episodes:
@@ -46,7 +51,7 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
     validate(cfg)
     state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
     dev = pick_device(device)
-    envs = make_backend(cfg.env, 1, "envpool" if is_atari(cfg.env) else "sync", seed, training=False)
+    envs = evaluation_envs(cfg.env, seed)
     actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes,
                               cfg.precision == "bf16")
     actor = actor.to(dev)

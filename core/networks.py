@@ -52,6 +52,11 @@ class NatureCNN(nn.Module):
             return torch.relu(self.fc(x)).float()
 
 
+def resolve_precision(precision: str) -> str:
+    """``auto`` -> :func:`preferred_cnn_precision`; ``fp32``/``bf16`` stay as given."""
+    return preferred_cnn_precision() if precision == "auto" else precision
+
+
 def preferred_cnn_precision() -> str:
     """``bf16`` where bf16 convolutions are fast (CUDA; CPUs with AVX512-BF16 or AMX), else ``fp32``
     (without them bf16 autocast on the CPU is slower than fp32)."""
@@ -129,11 +134,11 @@ class GaussianActor(nn.Module):
 
 
 class Critic(nn.Module):
-    """State value: obs ``(B, D)`` -> ``(B,)``; an MLP, or ``net`` when given."""
+    """State value: obs ``(B, D)`` -> ``(B,)``."""
 
-    def __init__(self, obs_dim: int, hidden: Sequence[int], net: Optional[nn.Module] = None):
+    def __init__(self, obs_dim: int, hidden: Sequence[int]):
         super().__init__()
-        self.net = net if net is not None else mlp(obs_dim, hidden, 1, out_gain=1.0)
+        self.net = mlp(obs_dim, hidden, 1, out_gain=1.0)
 
     def forward(self, obs: Tensor) -> Tensor:
         return self.net(obs).squeeze(-1)

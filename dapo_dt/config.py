@@ -121,10 +121,9 @@ def resolve(cfg: DTConfig) -> DTConfig:
     filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
     if cfg.context_len is None:
         filled["context_len"] = 50 if "Pong" in cfg.env else 30
-    if cfg.precision == "auto":
-        from core.networks import preferred_cnn_precision
+    from core.networks import resolve_precision
 
-        filled["precision"] = preferred_cnn_precision()
+    filled["precision"] = resolve_precision(cfg.precision)
     out = dataclasses.replace(cfg, **filled)
     validate(out)
     return out
