@@ -1,8 +1,8 @@
 """The outer training loop and RNG bookkeeping shared by every trainer (single- and multi-agent).
 
-A trainer provides ``cfg.total_steps``, ``cfg.checkpoint_every_s``, ``global_step``, ``iteration``,
-``elapsed``, ``batch_size`` (env steps per iteration), ``iterate() -> metrics``, ``should_stop()``,
-``save()`` and ``recent_return()``.
+A trainer provides ``cfg.checkpoint_every_s``, ``global_step`` (the x-axis of metrics.csv), ``elapsed``,
+``batch_size`` (steps of ``global_step`` per iteration, for ``time/sps``), ``finished()``,
+``iterate() -> metrics``, ``save()`` and ``recent_return()`` (the progress bar's return column).
 """
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ import torch
 
 
 def train_loop(trainer, logger, progress=None, max_iterations: Optional[int] = None) -> None:
-    """Iterate until ``total_steps`` (or ``max_iterations`` more iterations, or a stop request), logging
-    every iteration and checkpointing every ``checkpoint_every_s`` seconds and on the way out."""
-    last_ckpt, start_iter = time.monotonic(), trainer.iteration
+    """Iterate until ``trainer.finished()`` (or after ``max_iterations`` iterations), logging every
+    iteration and checkpointing every ``checkpoint_every_s`` seconds and on the way out."""
+    last_ckpt, done = time.monotonic(), 0
     try:
-        while trainer.global_step + trainer.batch_size <= trainer.cfg.total_steps and not trainer.should_stop():
-            if max_iterations is not None and trainer.iteration - start_iter >= max_iterations:
-                break
+        while not trainer.finished() and (max_iterations is None or done < max_iterations):
             tic = time.perf_counter()
             metrics = trainer.iterate()
             dt = time.perf_counter() - tic
@@ -33,8 +31,14 @@ def train_loop(trainer, logger, progress=None, max_iterations: Optional[int] = N
             if time.monotonic() - last_ckpt > trainer.cfg.checkpoint_every_s:
                 trainer.save()
                 last_ckpt = time.monotonic()
+            done += 1
     finally:
         trainer.save()
+
+
+def env_budget_spent(trainer) -> bool:
+    """True when another iteration of ``batch_size`` env steps would exceed ``cfg.total_steps``."""
+    return trainer.global_step + trainer.batch_size > trainer.cfg.total_steps
 
 
 def rng_state() -> dict:

@@ -30,7 +30,7 @@ from core.health import (
     ValueDivergenceMonitor,
 )
 from core.logging import MetricLogger
-from core.loop import rng_state, seed_everything, set_rng_state, train_loop
+from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
 from core.networks import build_networks
 from core.rollout import Collector, Prefetcher, Rollout
@@ -210,10 +210,10 @@ class Trainer:
         """Run the shared outer loop (core.loop.train_loop) on this trainer."""
         train_loop(self, logger, progress, max_iterations)
 
-    def should_stop(self) -> bool:
-        """A Ctrl-C on any data-parallel rank stops all ranks at the same iteration."""
+    def finished(self) -> bool:
+        """Out of env steps, or stopped: a Ctrl-C on any data-parallel rank stops all ranks at the same iteration."""
         self.stop_requested = self.dist.any_true(self.stop_requested)
-        return self.stop_requested
+        return env_budget_spent(self) or self.stop_requested
 
     @property
     def batch_size(self) -> int:

@@ -29,7 +29,7 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
                         column="eval/return_mean", xlabel="gradient steps")
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
-    scores = getattr(trainer, "last_eval", None) or trainer.evaluate()
+    scores = trainer.last_eval or trainer.evaluate()
     mean = sum(scores) / len(scores)
     std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
     summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,

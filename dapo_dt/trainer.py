@@ -23,7 +23,7 @@ from torch import Tensor
 
 from core.checkpoint import save_checkpoint
 from core.config import ConfigError
-from core.loop import rng_state, seed_everything, set_rng_state
+from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import exponential_advantage_weights, weighted_action_loss
 from core.trainer import pick_device
 from dapo_dt.acting import Episode, play
@@ -71,6 +71,7 @@ class DTTrainer:
                                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
         self.rng = np.random.default_rng(cfg.seed)
         self.grad_step, self.env_steps, self.elapsed = 0, 0, 0.0
+        self.last_eval: list[float] = []  # scores of the latest evaluation
         self.clip = cfg.clip_init  # the online clip range (dapo-dt), adapted from the KL
         if checkpoint is not None:
             self.load_state_dict(checkpoint)
@@ -154,40 +155,44 @@ class DTTrainer:
         self.rng.bit_generator.state = s["batch_rng"]
         set_rng_state(s["rng"])
 
-    # --- the loop ------------------------------------------------------------------------------
+    # --- the loop (core.loop.train_loop drives it) -------------------------------------------------
     stop_requested = False
+    batch_size = 1  # time/sps and the progress bar count loop iterations (gradient steps offline)
 
-    def train(self, logger, progress=None) -> None:
+    @property
+    def global_step(self) -> int:
+        """The x-axis of metrics.csv: gradient steps."""
+        return self.grad_step
+
+    def train(self, logger, progress=None, max_iterations: Optional[int] = None) -> None:
         """Offline gradient steps (evaluating every ``eval_every``), then online fine-tuning until
         ``online_steps`` env steps; checkpoints periodically and on the way out (also on Ctrl-C)."""
-        import time
+        train_loop(self, logger, progress, max_iterations)
 
+    def finished(self) -> bool:
+        c = self.cfg
+        return self.stop_requested or (self.grad_step >= c.grad_steps and self.env_steps >= c.online_steps)
+
+    def iterate(self) -> dict[str, float]:
+        """One offline gradient step, or (offline budget spent) one online round of play and updates."""
         from dapo_dt.online import online_iteration
 
-        c, last_ckpt = self.cfg, time.monotonic()
-        try:
-            while not self.stop_requested and (self.grad_step < c.grad_steps or self.env_steps < c.online_steps):
-                tic = time.perf_counter()
-                if self.grad_step < c.grad_steps:
-                    metrics = self.train_step()
-                    evaluate = self.grad_step % c.eval_every == 0 or self.grad_step == c.grad_steps
-                else:
-                    metrics = online_iteration(self)
-                    self.grad_step += int(metrics["online/updates"])
-                    evaluate = self.env_steps >= c.online_steps
-                if evaluate:
-                    metrics.update(self.eval_metrics())
-                dt = time.perf_counter() - tic
-                self.elapsed += dt
-                metrics.update({"online/env_steps": self.env_steps, "time/step_s": dt})
-                logger.log(self.grad_step, metrics)
-                if progress is not None:
-                    progress.update(self.grad_step, 1.0 / max(dt, 1e-9), metrics.get("eval/return_mean", float("nan")))
-                if time.monotonic() - last_ckpt > c.checkpoint_every_s:
-                    self.save()
-                    last_ckpt = time.monotonic()
-        finally:
-            self.save()
+        c = self.cfg
+        if self.grad_step < c.grad_steps:
+            metrics = self.train_step()
+            evaluate = self.grad_step % c.eval_every == 0 or self.grad_step == c.grad_steps
+        else:
+            metrics = online_iteration(self)
+            self.grad_step += int(metrics["online/updates"])
+            evaluate = self.env_steps >= c.online_steps
+        if evaluate:
+            metrics.update(self.eval_metrics())
+        metrics["online/env_steps"] = self.env_steps
+        return metrics
+
+    def recent_return(self) -> float:
+        """The latest evaluation's mean score (NaN before the first)."""
+        return float(np.mean(self.last_eval)) if self.last_eval else math.nan
 
     def eval_metrics(self) -> dict[str, float]:
         scores = self.evaluate()

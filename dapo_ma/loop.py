@@ -17,7 +17,7 @@ import torch
 
 from core.checkpoint import save_checkpoint
 from core.logging import MetricLogger
-from core.loop import rng_state, seed_everything, set_rng_state, train_loop
+from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.trainer import pick_device
 from dapo_ma.config import MAConfig, parse_env_kwargs
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
@@ -59,8 +59,8 @@ class MATrainerBase(ABC):
     def batch_size(self) -> int:
         return self.steps_per_iteration
 
-    def should_stop(self) -> bool:
-        return self.stop_requested
+    def finished(self) -> bool:
+        return env_budget_spent(self) or self.stop_requested
 
     def episode_metrics(self, episodes: list[EpisodeStats]) -> dict[str, float]:
         """``rollout/`` means over finished episodes (return = per-agent return averaged over agents)
