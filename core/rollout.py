@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from core.acting import NumpyActing, TorchActing
 from core.envs import ObsNormalizer, RewardScaler, to_env_actions
 from core.networks import Critic
 
@@ -35,12 +36,14 @@ class Collector:
     """Steps a rollout backend (core.backends) for ``num_steps`` and records finished episodes.
 
     Episode returns and lengths are measured on the backend's ``score`` (raw, unscaled rewards) of
-    valid steps, over its ``game_over`` episodes (whole games on Atari).
+    valid steps, over its ``game_over`` episodes (whole games on Atari).  With ``numpy_acting`` CPU MLP
+    policies act through :class:`core.acting.NumpyActing` (sampling from this collector's seeded ``rng``).
     """
 
     def __init__(self, envs, num_steps: int, obs_norm: ObsNormalizer,
-                 reward_scaler: RewardScaler, device: torch.device, seed: int):
+                 reward_scaler: RewardScaler, device: torch.device, seed: int, numpy_acting: bool = False):
         self.envs, self.num_steps, self.device = envs, num_steps, device
+        self.numpy_acting, self.rng = numpy_acting, np.random.default_rng(seed)
         self.obs_norm, self.reward_scaler = obs_norm, reward_scaler
         self.act_space = envs.single_action_space
         self._staging: Optional[Tensor] = None
@@ -75,13 +78,15 @@ class Collector:
         valid = np.ones((T, N), bool)
         final_values = torch.zeros((T, N), device=self.device)
         episodes: list[tuple[float, int]] = []
+        use_numpy = self.numpy_acting and NumpyActing.supports(actor, critic, self.device)
+        policy = NumpyActing(actor, critic, self.rng) if use_numpy else TorchActing(actor, critic)
         current = self._obs(self.raw_obs)
         for t in range(T):
-            action, logp = actor.sample(current)
+            action, logp, value = policy.act(current)
             obs.append(current)
             actions.append(action)
             logps.append(logp)
-            values.append(critic(current))
+            values.append(value)
             step = self.envs.step(to_env_actions(action, self.act_space))
             done = step.terminated | step.truncated
             self.ep_return += step.score
@@ -91,13 +96,14 @@ class Collector:
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(step.truncated)
-                final_values[t, torch.as_tensor(idx, device=self.device)] = critic(self._obs(step.final_obs[idx], staged=False))
+                final_obs = self._obs(step.final_obs[idx], staged=False)
+                final_values[t, torch.as_tensor(idx, device=self.device)] = policy.value(final_obs)
             rewards[t], terminated[t], dones[t], valid[t] = step.reward, step.terminated, done, step.valid
             if raw_seen is not None:
                 raw_seen[t] = step.obs
             current = self._obs(step.obs)
         self.raw_obs = np.array(step.obs)
-        last_values = critic(current)
+        last_values = policy.value(current)
         if raw_seen is not None:
             self.obs_norm.update(raw_seen.reshape(-1, *raw_seen.shape[2:]))
 
@@ -110,9 +116,11 @@ class Collector:
 
     def state_dict(self) -> dict:
         return {"envs": self.envs.state(), "raw_obs": self.raw_obs.copy(), "ep_return": self.ep_return.copy(),
-                "ep_length": self.ep_length.copy()}
+                "ep_length": self.ep_length.copy(), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, s: dict) -> None:
+        if "rng" in s:  # checkpoints before NumpyActing have none
+            self.rng.bit_generator.state = s["rng"]
         self.envs.load_state(s["envs"])
         if s["envs"] is None:  # the backend cannot restore its envs: keep their fresh episodes
             self.ep_return[:], self.ep_length[:] = 0.0, 0

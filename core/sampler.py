@@ -5,7 +5,13 @@ For the ``N`` transitions in the window::
     w_i = |A_i| / max_j |A_j|          (in [0, 1])
     p_i = softmax(w / T)_i              (T -> inf: uniform; small T: peaked on large |A|)
 
-Minibatches are drawn with replacement from ``p`` (``torch.multinomial`` on the window's device).
+Each epoch draws ``M`` indices (minibatches x minibatch size) with replacement from ``p``, either
+``multinomial`` (``torch.multinomial``, i.i.d. draws: sample ``i`` appears ``Binomial(M, p_i)`` times) or
+``systematic`` (low-variance resampling, as in particle filters: one uniform offset ``u`` and the
+points ``(u + k) / M``, ``k = 0..M-1``, read through the CDF of ``p``, so sample ``i`` appears
+``floor(M p_i)`` or ``ceil(M p_i)`` times, then shuffled into minibatches).  Both have expected count
+``M p_i``; systematic removes the sampling noise, and with uniform ``p`` and ``M = N`` it visits every
+transition exactly once per epoch, like PPO's permutation.
 With importance correction each sampled loss is multiplied by ``1 / (N p_i)``; since
 ``E_{i~p}[1/(N p_i) g_i] = (1/N) sum_i g_i``, the expected minibatch gradient equals uniform
 sampling's, and ``E_p[1/(N p_i)] = 1`` keeps the loss scale.
@@ -39,6 +45,19 @@ def sampling_probs(adv: Tensor, temperature: float | Tensor) -> Tensor:
     mag = adv.abs()
     w = mag / mag.max().clamp_min(1e-12)
     return torch.softmax(w / temperature, dim=0)
+
+
+RESAMPLING = ("multinomial", "systematic")
+
+
+def systematic_draws(p: Tensor, m: int, generator: Optional[torch.Generator] = None) -> Tensor:
+    """``m`` indices from ``p`` ``(N,)`` by systematic resampling, shuffled: index ``i`` occurs
+    ``floor(m p_i)`` or ``ceil(m p_i)`` times.  Returns ``(m,)`` int64."""
+    u = torch.rand((), generator=generator, device=p.device, dtype=torch.float64)
+    points = (u + torch.arange(m, device=p.device, dtype=torch.float64)) / m
+    cdf = p.double().cumsum(0)
+    draws = torch.searchsorted(cdf, points, right=True).clamp_max(p.numel() - 1)  # rounding guard at the top
+    return draws[torch.randperm(m, generator=generator, device=p.device)]
 
 
 def effective_sample_size(p: Tensor) -> Tensor:
@@ -109,13 +128,18 @@ class DynamicSampler:
     """Sliding window of the most recent transitions, on the training device, with minibatch sampling.
 
     ``dynamic=False`` gives classic PPO minibatching: a fresh permutation each epoch, no replacement.
-    ``dynamic=True`` draws with replacement from ``p = softmax(|A|/max|A| / T)``.
+    ``dynamic=True`` draws from ``p = softmax(|A|/max|A| / T)`` by ``resampling`` (``multinomial`` or
+    ``systematic``, see the module docstring).
     """
 
     def __init__(self, capacity: int, device: torch.device, temperature: Optional[Temperature] = None,
-                 dynamic: bool = True, importance_correction: bool = False, seed: int = 0):
+                 dynamic: bool = True, importance_correction: bool = False, seed: int = 0,
+                 resampling: str = "multinomial"):
         if capacity < 1:
             raise ValueError(f"sampler capacity must be >= 1, got {capacity}")
+        if resampling not in RESAMPLING:
+            raise ValueError(f"unknown resampling '{resampling}'; choose one of: {', '.join(RESAMPLING)}")
+        self.resampling = resampling
         self.capacity, self.device = capacity, torch.device(device)
         self.temperature = temperature or Temperature("fixed")
         self.dynamic, self.importance_correction = dynamic, importance_correction
@@ -164,7 +188,11 @@ class DynamicSampler:
                 yield perm[k * minibatch_size:(k + 1) * minibatch_size], None
             return
         p = self.probabilities()
-        draws = torch.multinomial(p, num_minibatches * minibatch_size, replacement=True, generator=self.generator)
+        m = num_minibatches * minibatch_size
+        if self.resampling == "systematic":
+            draws = systematic_draws(p, m, self.generator)
+        else:
+            draws = torch.multinomial(p, m, replacement=True, generator=self.generator)
         weights = 1.0 / (n * p[draws]) if self.importance_correction else None
         for k in range(num_minibatches):
             sl = slice(k * minibatch_size, (k + 1) * minibatch_size)

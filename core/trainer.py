@@ -78,12 +78,13 @@ class Trainer:
                                           fused=True)
         self.obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.norm_reward)
-        collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, seed)
+        collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, seed,
+                              cfg.numpy_acting)
         self.rollouts = Prefetcher(collector, self.actor, self.critic, cfg.overlap)
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
-                                      cfg.importance_correction, seed=seed)
+                                      cfg.importance_correction, seed=seed, resampling=cfg.resampling)
         if cfg.compile:  # the sampler's arithmetic and the minibatch forward pass
             self.sampler.probs_fn = maybe_compile(self.sampler.probs_fn)
             self._evaluate = maybe_compile(self._evaluate)

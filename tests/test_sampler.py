@@ -28,8 +28,9 @@ def _transitions(ids, adv=None):
                        values_old=100 + ids, advantages=adv, returns=1000 + ids)
 
 
-def _sampler(adv, temperature=None, dynamic=True, importance_correction=False, seed=0, capacity=None):
-    s = DynamicSampler(capacity or len(adv), CPU, temperature, dynamic, importance_correction, seed)
+def _sampler(adv, temperature=None, dynamic=True, importance_correction=False, seed=0, capacity=None,
+             resampling="multinomial"):
+    s = DynamicSampler(capacity or len(adv), CPU, temperature, dynamic, importance_correction, seed, resampling)
     s.add(_transitions(range(len(adv)), adv))
     return s
 
@@ -404,3 +405,35 @@ def test_different_seeds_give_different_draws():
     a = _sampler(ADV8, Temperature("fixed", 1.0), seed=1)
     b = _sampler(ADV8, Temperature("fixed", 1.0), seed=2)
     assert any(not torch.equal(x[0], y[0]) for x, y in zip(_draws(a), _draws(b)))
+
+
+def test_systematic_draws_hand_counts():
+    """p = (1/2, 1/4, 1/4), m = 4: the points (u + k)/4 fall twice in [0, .5) and once in each quarter."""
+    from core.sampler import systematic_draws
+    p = torch.tensor([0.5, 0.25, 0.25])
+    for seed in range(5):
+        draws = systematic_draws(p, 4, torch.Generator().manual_seed(seed))
+        assert torch.bincount(draws, minlength=3).tolist() == [2, 1, 1]
+
+
+def test_systematic_counts_are_floor_or_ceil_of_expected():
+    from core.sampler import systematic_draws
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(50, generator=g) * 2, 0)
+    m = 320
+    counts = torch.bincount(systematic_draws(p, m, g), minlength=50).double()
+    expected = m * p.double()
+    assert counts.sum() == m
+    assert bool(((counts >= expected.floor()) & (counts <= expected.ceil())).all())
+
+
+def test_systematic_uniform_visits_each_transition_once_per_epoch():
+    adv = torch.randn(64)
+    s = _sampler(adv, temperature=Temperature("fixed", 1e9), resampling="systematic")
+    idx = torch.cat([i for i, _ in s.minibatches(4, 16)])
+    assert sorted(idx.tolist()) == list(range(64))
+
+
+def test_unknown_resampling_rejected():
+    with pytest.raises(ValueError, match="resampling"):
+        DynamicSampler(4, CPU, resampling="stratified")

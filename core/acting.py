@@ -1,0 +1,92 @@
+"""How the collector queries the behaviour policy at every env step.
+
+:class:`TorchActing` calls the networks.  :class:`NumpyActing` acts with a NumPy copy of small MLP
+networks on the CPU: at a handful of observations per step a 64x64 MLP is a few microseconds of
+arithmetic, while torch's per-op dispatch and ``nn.Module`` calls cost several times more (actor plus
+critic, one HalfCheetah observation: ~35 us in NumPy vs ~165 us in torch on the 2-core build machine;
+experiments/bench_throughput.py measures the end-to-end effect).  The policy is fixed during a rollout,
+so the weights are copied once per rollout.  Log-probs use the same formulas as
+:meth:`core.networks.GaussianActor.sample` and ``Categorical.log_prob``, so the update's torch
+recomputation gives ratios of 1 up to float32 rounding (tested).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from core.networks import HALF_LOG_2PI, CategoricalActor, Critic, GaussianActor
+
+
+class TorchActing:
+    """``act(obs (N, ...)) -> (actions, logp (N,), values (N,))`` with the torch networks."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module):
+        self.actor, self.critic = actor, critic
+
+    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        action, logp = self.actor.sample(obs)
+        return action, logp, self.critic(obs)
+
+    def value(self, obs: Tensor) -> Tensor:
+        return self.critic(obs)
+
+
+def _mlp_weights(net: nn.Module) -> Optional[list[tuple[np.ndarray, np.ndarray]]]:
+    """``[(W^T (in, out), b (out,)), ...]`` of a Linear/Tanh/Linear... ``nn.Sequential`` (None otherwise)."""
+    if not isinstance(net, nn.Sequential):
+        return None
+    layers = list(net)
+    linear, act = layers[0::2], layers[1::2]
+    if not all(isinstance(m, nn.Linear) for m in linear) or not all(isinstance(m, nn.Tanh) for m in act) \
+            or len(linear) != len(act) + 1:
+        return None
+    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in linear]
+
+
+def _forward(weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    """Tanh MLP: ``x (N, D) -> (N, out)``."""
+    for w, b in weights[:-1]:
+        x = np.tanh(x @ w + b)
+    w, b = weights[-1]
+    return x @ w + b
+
+
+class NumpyActing:
+    """MLP actor and critic evaluated in NumPy float32; samples from its own seeded generator ``rng``."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module, rng: np.random.Generator):
+        self.rng = rng
+        self.actor_w, self.critic_w = _mlp_weights(actor.net), _mlp_weights(critic.net)
+        self.gaussian = isinstance(actor, GaussianActor)
+        if self.gaussian:
+            log_std = actor.log_std.detach().numpy().astype(np.float32)
+            self.std = np.exp(log_std)
+            self.logp_const = np.float32(-(log_std + HALF_LOG_2PI).sum())
+
+    @staticmethod
+    def supports(actor: nn.Module, critic: nn.Module, device: torch.device) -> bool:
+        """CPU MLP networks of the kinds :func:`core.networks.build_networks` makes for flat observations."""
+        return (device.type == "cpu" and isinstance(actor, (GaussianActor, CategoricalActor))
+                and isinstance(critic, Critic) and _mlp_weights(actor.net) is not None
+                and _mlp_weights(critic.net) is not None)
+
+    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x = obs.numpy()
+        out = _forward(self.actor_w, x)                                              # (N, A) or (N, n)
+        if self.gaussian:
+            noise = self.rng.standard_normal(out.shape, dtype=np.float32)
+            action = out + self.std * noise
+            logp = -0.5 * (noise * noise).sum(-1) + self.logp_const
+        else:
+            log_probs = out - out.max(-1, keepdims=True)
+            log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))            # log-softmax
+            u = self.rng.random((out.shape[0], 1), dtype=np.float32)
+            action = (np.exp(log_probs).cumsum(-1) < u).sum(-1).clip(max=out.shape[1] - 1)  # inverse CDF
+            logp = np.take_along_axis(log_probs, action[:, None], -1)[:, 0]
+        return torch.from_numpy(action), torch.from_numpy(logp.astype(np.float32)), self.value(obs)
+
+    def value(self, obs: Tensor) -> Tensor:
+        return torch.from_numpy(_forward(self.critic_w, obs.numpy())[:, 0])
