@@ -33,6 +33,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
     "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],
     "dapo-T-learnable": ["--algo", "dapo", "--temperature-mode", "learnable"],
+    "dapo-auto-lambda": ["--algo", "dapo", "--auto-lambda"],  # GRPO's explained-variance lambda rule
     "dapo-epsV-constant": ["--algo", "dapo", "--eps-v-schedule", "constant"],
     "dapo-lr-drop": ["--algo", "dapo", "--policy-lr-drop-step", "100000"],
 }
