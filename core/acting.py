@@ -11,8 +11,6 @@ recomputation gives ratios of 1 up to float32 rounding (tested).
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 from torch import Tensor, nn
@@ -34,16 +32,18 @@ class TorchActing:
         return self.critic(obs)
 
 
-def _mlp_weights(net: nn.Module) -> Optional[list[tuple[np.ndarray, np.ndarray]]]:
-    """``[(W^T (in, out), b (out,)), ...]`` of a Linear/Tanh/Linear... ``nn.Sequential`` (None otherwise)."""
+def _is_tanh_mlp(net: nn.Module) -> bool:
+    """``nn.Sequential(Linear, Tanh, Linear, ..., Linear)``, as :func:`core.networks.mlp` builds."""
     if not isinstance(net, nn.Sequential):
-        return None
+        return False
     layers = list(net)
-    linear, act = layers[0::2], layers[1::2]
-    if not all(isinstance(m, nn.Linear) for m in linear) or not all(isinstance(m, nn.Tanh) for m in act) \
-            or len(linear) != len(act) + 1:
-        return None
-    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in linear]
+    return (len(layers) % 2 == 1 and all(isinstance(m, nn.Linear) for m in layers[0::2])
+            and all(isinstance(m, nn.Tanh) for m in layers[1::2]))
+
+
+def _mlp_weights(net: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[(W^T (in, out), b (out,)), ...]``: copies, so later optimiser steps do not change them."""
+    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in list(net)[0::2]]
 
 
 def _forward(weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
@@ -70,8 +70,7 @@ class NumpyActing:
     def supports(actor: nn.Module, critic: nn.Module, device: torch.device) -> bool:
         """CPU MLP networks of the kinds :func:`core.networks.build_networks` makes for flat observations."""
         return (device.type == "cpu" and isinstance(actor, (GaussianActor, CategoricalActor))
-                and isinstance(critic, Critic) and _mlp_weights(actor.net) is not None
-                and _mlp_weights(critic.net) is not None)
+                and isinstance(critic, Critic) and _is_tanh_mlp(actor.net) and _is_tanh_mlp(critic.net))
 
     def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         x = obs.numpy()
