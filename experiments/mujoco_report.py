@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.bench_throughput import machine
-from experiments.stats import iqm, stratified_bootstrap_ci
+from experiments.stats import iqm, probability_of_improvement, stratified_bootstrap_ci
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
                  "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (SPEC 6)
@@ -69,6 +69,37 @@ def _plot(out: Path, runs_root: Path, env: str, variants, seeds, total_steps: in
     plt.close(fig)
 
 
+def _aggregate(rows: list[dict], envs, variants) -> list[str]:
+    """Across envs, against the first variant (the baseline): IQM of returns divided by the baseline's
+    mean on each env, with a stratified-bootstrap 95% CI, and the probability of improvement."""
+    def scores(v):
+        out = {}
+        for env in envs:
+            x = [r["final_return_mean"] for r in rows if r["env"] == env and r["variant"] == v]
+            x = [a for a in x if not math.isnan(a)]
+            if x:
+                out[env] = x
+        return out
+    base = scores(variants[0])
+    shared = [e for e in envs if e in base and abs(np.mean(base[e])) > 1e-9]
+    if len(variants) < 2 or not shared:
+        return []
+    md = ["", f"Across envs ({', '.join(shared)}), against `{variants[0]}`: IQM of return / {variants[0]}'s mean "
+          "return on the same env [95% stratified-bootstrap CI over runs], and P(variant > "
+          f"{variants[0]}) = share of (run, {variants[0]} run) pairs on the same env that the variant wins, "
+          "averaged over envs.", "", "| variant | normalised IQM [95% CI] | P(> " + variants[0] + ") | runs |",
+          "|---|---|---|---|"]
+    for v in variants:
+        sv = {e: [a / np.mean(base[e]) for a in x] for e, x in scores(v).items() if e in shared}
+        if not sv:
+            continue
+        lo, hi = stratified_bootstrap_ci(sv, iqm, reps=2000)
+        flat = [a for x in sv.values() for a in x]
+        poi = "-" if v == variants[0] else f"{probability_of_improvement(scores(v), base):.2f}"
+        md.append(f"| {v} | {iqm(flat):.2f} [{lo:.2f}, {hi:.2f}] | {poi} | {len(flat)} |")
+    return md
+
+
 def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
     rows = _summaries(runs, envs, variants, seeds)
     if not rows:
@@ -95,6 +126,7 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
             cells.append(f"{np.mean(x):.0f} +- {np.std(x):.0f} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
         md.append(f"| {env} | " + " | ".join(cells) + " |")
         _plot(out, runs, env, variants, seeds, total_steps)
+    md += _aggregate(rows, envs, variants)
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]

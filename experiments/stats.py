@@ -31,3 +31,14 @@ def steps_to_threshold(steps: Sequence[float], values: Sequence[float], threshol
     """First step at which ``values`` reach ``threshold`` (NaN if never)."""
     hit = np.flatnonzero(np.asarray(values, dtype=float) >= threshold)
     return float(np.asarray(steps, dtype=float)[hit[0]]) if len(hit) else float("nan")
+
+
+def probability_of_improvement(x: Mapping[str, Sequence[float]], y: Mapping[str, Sequence[float]]) -> float:
+    """``P(X > Y)`` (ties count 1/2) between runs of two algorithms, averaged over the tasks both have
+    (Agarwal et al. 2021): per task, the fraction of (run of X, run of Y) pairs that X wins."""
+    per_task = []
+    for task in x.keys() & y.keys():
+        a, b = np.asarray(x[task], dtype=float)[:, None], np.asarray(y[task], dtype=float)[None, :]
+        if a.size and b.size:
+            per_task.append(float(((a > b) + 0.5 * (a == b)).mean()))
+    return float(np.mean(per_task)) if per_task else float("nan")

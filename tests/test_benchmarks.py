@@ -18,9 +18,20 @@ def test_mujoco_benchmark_tiny_sweep_and_resume(tmp_path):
     assert first.stdout.count("done ") == 2, first.stdout
     table = (tmp_path / "out" / "results.md").read_text()
     assert "| HalfCheetah-v5 |" in table and "IQM" in table
+    assert "| sb3-ppo |" in table and "P(> dapo)" in table  # the across-envs rows against the first variant
     assert (tmp_path / "out" / "curves_HalfCheetah-v5.png").exists()
     again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and again.stdout.count("skip ") == 2, again.stdout
+
+
+def test_mujoco_report_aggregate_by_hand():
+    """Baseline means 100 (env a) and 10 (env b): normalised scores 0.5 and 2 -> IQM 1.25; P(> base) 1/2."""
+    from experiments.mujoco_report import _aggregate
+    rows = [{"env": e, "variant": v, "final_return_mean": x}
+            for e, v, x in [("a", "base", 100), ("b", "base", 10), ("a", "new", 50), ("b", "new", 20)]]
+    md = "\n".join(_aggregate(rows, ["a", "b"], ["base", "new"]))
+    assert "| base | 1.00 [1.00, 1.00] | - | 2 |" in md
+    assert "| new | 1.25 [" in md and "| 0.50 | 2 |" in md
 
 
 @pytest.mark.slow

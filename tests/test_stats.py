@@ -29,3 +29,10 @@ def test_stratified_bootstrap_ci_brackets_the_statistic_and_keeps_strata():
 def test_steps_to_threshold():
     assert steps_to_threshold([10, 20, 30], [0.1, 0.5, 0.9], 0.5) == 20
     assert math.isnan(steps_to_threshold([10, 20], [0.1, 0.2], 0.5))
+
+
+def test_probability_of_improvement_by_hand():
+    from experiments.stats import probability_of_improvement
+    # task a: pairs (1,0) win, (1,3) lose, (2,0) win, (2,3) lose -> 1/2; task b: 5 vs 5 tie -> 1/2, 6 vs 5 win -> 3/4
+    assert probability_of_improvement({"a": [1, 2], "b": [5, 6]}, {"a": [0, 3], "b": [5]}) == (0.5 + 0.75) / 2
+    assert probability_of_improvement({"a": [2]}, {"a": [1], "c": [0]}) == 1.0   # only shared tasks count
