@@ -234,42 +234,57 @@ def _require(ok: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
-def validate(c: TrainConfig) -> None:
-    """Reject impossible hyper-parameters with a message that names the fix."""
-    _require(c.algo in ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(ALGOS)}")
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_numbers(c, at_least_one=(), non_negative=(), positive=(), below_one=(), unit_interval=()) -> None:
+    """One-line errors for numeric fields out of range; ``None`` (unset) passes."""
+    rules = ((at_least_one, lambda v: v >= 1, "must be >= 1"), (non_negative, lambda v: v >= 0, "must be >= 0"),
+             (positive, lambda v: v > 0, "must be positive"),
+             (below_one, lambda v: v < 1, "must be < 1 (ratio >= 1-eps > 0)"),
+             (unit_interval, lambda v: 0 < v <= 1, "must be in (0, 1]"))
+    for names, ok, rule in rules:
+        for name in names:
+            v = getattr(c, name)
+            _require(v is None or ok(v), f"{flag(name)} {rule}, got {v}")
+
+
+def check_shared(c, algos) -> None:
+    """Checks every trainer's config needs: algorithm, device, budget, temperature rule, coefficients, networks."""
+    _require(c.algo in algos, f"unknown --algo '{c.algo}'; choose one of: {', '.join(algos)}")
     _require(c.device in ("auto", "cpu", "cuda") or c.device.startswith("cuda:"),
              f"--device must be auto, cpu or cuda, got '{c.device}'")
     _require(c.total_steps > 0, f"--total-steps must be positive, got {c.total_steps}")
-    _require(c.snapshot_every is None or c.snapshot_every > 0, f"--snapshot-every must be positive, got {c.snapshot_every}")
-    for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "eval_episodes",
-                 "collapse_window", "divergence_window", "torch_threads"):
-        v = getattr(c, name)
-        _require(v is None or v >= (0 if name == "eval_episodes" else 1),
-                 f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    batch = c.num_envs * c.num_steps
-    _require(batch % c.num_minibatches == 0,
-             f"rollout size num_envs*num_steps={batch} is not divisible by --num-minibatches "
-             f"{c.num_minibatches}; pick a divisor")
-    for name in ("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr",
-                 "critic_lr", "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm"):
-        v = getattr(c, name)
-        _require(v is None or v > 0, f"--{name.replace('_', '-')} must be positive, got {v}")
-    for name in ("clip_eps", "clip_eps_low"):
-        v = getattr(c, name)
-        _require(v is None or v < 1, f"--{name.replace('_', '-')} must be < 1 (ratio >= 1-eps > 0), got {v}")
-    for name in ("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"):
-        v = getattr(c, name)
-        _require(v is None or 0 < v <= 1, f"--{name.replace('_', '-')} must be in (0, 1], got {v}")
-    _require(c.lambda_min <= c.lambda_max,
-             f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
+    _require(c.eval_episodes >= 0, f"--eval-episodes must be >= 0, got {c.eval_episodes}")
     _require(0 < c.temperature_decay <= 1, f"--temperature-decay must be in (0, 1], got {c.temperature_decay}")
     _require(c.temperature_mode in TEMPERATURE_MODES,
              f"unknown --temperature-mode '{c.temperature_mode}'; choose one of: {', '.join(TEMPERATURE_MODES)}")
     _require((c.ent_coef is None or c.ent_coef >= 0) and c.vf_coef >= 0, "--ent-coef and --vf-coef must be >= 0")
-    _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
     _require(c.divergence_factor > 1, f"--divergence-factor must be > 1, got {c.divergence_factor}")
-    _require(all(h > 0 for h in c.hidden_sizes) and len(c.hidden_sizes) > 0,
+    _require(len(c.hidden_sizes) > 0 and all(h > 0 for h in c.hidden_sizes),
              f"--hidden-sizes must be positive integers, got {c.hidden_sizes}")
-    minibatch = batch // c.num_minibatches
-    _require(c.window is None or c.window >= minibatch,
-             f"--window {c.window} is smaller than a minibatch ({minibatch}); use --window >= {minibatch}")
+
+
+def check_minibatches(batch: int, what: str, num_minibatches: int, window: Optional[int]) -> None:
+    """The rollout (``what`` names its size formula) must split into minibatches no larger than the window."""
+    _require(batch % num_minibatches == 0,
+             f"rollout size {what}={batch} is not divisible by --num-minibatches {num_minibatches}; pick a divisor")
+    minibatch = batch // num_minibatches
+    _require(window is None or window >= minibatch,
+             f"--window {window} is smaller than a minibatch ({minibatch}); use --window >= {minibatch}")
+
+
+def validate(c: TrainConfig) -> None:
+    """Reject impossible hyper-parameters with a message that names the fix."""
+    check_shared(c, ALGOS)
+    check_numbers(c, at_least_one=("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window",
+                                   "divergence_window", "torch_threads"),
+                  positive=("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
+                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every"),
+                  below_one=("clip_eps", "clip_eps_low"),
+                  unit_interval=("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"))
+    _require(c.lambda_min <= c.lambda_max,
+             f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
+    _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
+    check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)

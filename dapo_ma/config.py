@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Optional, Union
 
-from core.config import TEMPERATURE_MODES, ConfigError
+from core.config import ConfigError, check_minibatches, check_numbers, check_shared
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
 ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
@@ -224,53 +224,19 @@ def resolve(cfg: MAConfig) -> MAConfig:
 
 def validate_for_env(c: MAConfig, n_agents: int) -> None:
     """Checks that need the number of agents: the rollout of all agents must split into minibatches."""
-    if c.algo not in ON_POLICY_ALGOS:
-        return
-    batch = c.num_envs * c.num_steps * n_agents
-    _require(batch % c.num_minibatches == 0,
-             f"rollout size num_envs*num_steps*n_agents={batch} is not divisible by --num-minibatches "
-             f"{c.num_minibatches}; pick a divisor")
-    minibatch = batch // c.num_minibatches
-    _require(c.window is None or c.window >= minibatch,
-             f"--window {c.window} is smaller than a minibatch ({minibatch}); use --window >= {minibatch}")
-
-
-def _require(ok: bool, msg: str) -> None:
-    if not ok:
-        raise ConfigError(msg)
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    if c.algo in ON_POLICY_ALGOS:
+        check_minibatches(c.num_envs * c.num_steps * n_agents, "num_envs*num_steps*n_agents", c.num_minibatches,
+                          c.window)
 
 
 def validate(c: MAConfig) -> None:
     """Reject impossible hyper-parameters with a one-line message that names the fix."""
-    _require(c.algo in MA_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(MA_ALGOS)}")
-    _require(c.device in ("auto", "cpu", "cuda") or c.device.startswith("cuda:"),
-             f"--device must be auto, cpu or cuda, got '{c.device}'")
-    _require(c.total_steps > 0, f"--total-steps must be positive, got {c.total_steps}")
-    for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window", "divergence_window",
-                 "torch_threads", "buffer_size", "batch_size", "train_every"):
-        v = getattr(c, name)
-        _require(v is None or v >= 1, f"{_flag(name)} must be >= 1, got {v}")
-    _require(c.eval_episodes >= 0, f"--eval-episodes must be >= 0, got {c.eval_episodes}")
-    _require(c.learning_starts >= 0, f"--learning-starts must be >= 0, got {c.learning_starts}")
-    for name in ("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr", "temperature_init",
-                 "temperature_min", "temperature_lr", "max_grad_norm", "gumbel_temperature"):
-        v = getattr(c, name)
-        _require(v is None or v > 0, f"{_flag(name)} must be positive, got {v}")
-    _require(c.clip_eps < 1, f"--clip-eps must be < 1 (ratio >= 1-eps > 0), got {c.clip_eps}")
-    _require(c.collapse_min_gain >= 0, f"--collapse-min-gain must be >= 0, got {c.collapse_min_gain}")
-    for name in ("gamma", "gae_lambda", "ess_target", "collapse_drop", "tau"):
-        v = getattr(c, name)
-        _require(0 < v <= 1, f"{_flag(name)} must be in (0, 1], got {v}")
-    _require(0 < c.temperature_decay <= 1, f"--temperature-decay must be in (0, 1], got {c.temperature_decay}")
-    _require(c.temperature_mode in TEMPERATURE_MODES,
-             f"unknown --temperature-mode '{c.temperature_mode}'; choose one of: {', '.join(TEMPERATURE_MODES)}")
-    _require(c.ent_coef >= 0 and c.vf_coef >= 0, "--ent-coef and --vf-coef must be >= 0")
-    _require(c.exploration_noise >= 0, f"--exploration-noise must be >= 0, got {c.exploration_noise}")
-    _require(c.divergence_factor > 1, f"--divergence-factor must be > 1, got {c.divergence_factor}")
-    _require(len(c.hidden_sizes) > 0 and all(h > 0 for h in c.hidden_sizes),
-             f"--hidden-sizes must be positive integers, got {c.hidden_sizes}")
-    _require(c.window is None or c.window >= 1, f"--window must be >= 1, got {c.window}")
+    check_shared(c, MA_ALGOS)
+    check_numbers(c, at_least_one=("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window",
+                                   "divergence_window", "torch_threads", "buffer_size", "batch_size", "train_every",
+                                   "window"),
+                  positive=("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
+                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm",
+                            "gumbel_temperature"),
+                  non_negative=("learning_starts", "collapse_min_gain", "exploration_noise"),
+                  below_one=("clip_eps",), unit_interval=("gamma", "gae_lambda", "ess_target", "collapse_drop", "tau"))
