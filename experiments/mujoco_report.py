@@ -70,8 +70,8 @@ def _plot(out: Path, runs_root: Path, env: str, variants, seeds, total_steps: in
 
 
 def _aggregate(rows: list[dict], envs, variants) -> list[str]:
-    """Across envs, against the first variant (the baseline): IQM of returns divided by the baseline's
-    mean on each env, with a stratified-bootstrap 95% CI, and the probability of improvement."""
+    """Across envs: IQM of min-max normalised returns (0 = the env's worst run in this table, 1 = its best)
+    with a stratified-bootstrap 95% CI, and each variant's probability of improvement over the first."""
     def scores(v):
         out = {}
         for env in envs:
@@ -80,22 +80,28 @@ def _aggregate(rows: list[dict], envs, variants) -> list[str]:
             if x:
                 out[env] = x
         return out
-    base = scores(variants[0])
-    shared = [e for e in envs if e in base and abs(np.mean(base[e])) > 1e-9]
-    if len(variants) < 2 or not shared:
+    per_variant = {v: scores(v) for v in variants}
+    bounds = {}  # only envs that every variant has run on, so that every row averages the same envs
+    for env in envs:
+        pooled = [a for sv in per_variant.values() for a in sv.get(env, [])]
+        if all(env in sv for sv in per_variant.values()) and max(pooled) > min(pooled):
+            bounds[env] = (min(pooled), max(pooled))
+    base = per_variant[variants[0]]
+    if len(variants) < 2 or not bounds:
         return []
-    md = ["", f"Across envs ({', '.join(shared)}), against `{variants[0]}`: IQM of return / {variants[0]}'s mean "
-          "return on the same env [95% stratified-bootstrap CI over runs], and P(variant > "
+    md = ["", f"Across the envs every variant ran ({', '.join(bounds)}): IQM of min-max normalised returns (per env, 0 = the worst "
+          "and 1 = the best run in this table) [95% stratified-bootstrap CI over runs], and P(variant > "
           f"{variants[0]}) = share of (run, {variants[0]} run) pairs on the same env that the variant wins, "
-          "averaged over envs.", "", "| variant | normalised IQM [95% CI] | P(> " + variants[0] + ") | runs |",
+          "averaged over envs.", "", f"| variant | normalised IQM [95% CI] | P(> {variants[0]}) | runs |",
           "|---|---|---|---|"]
     for v in variants:
-        sv = {e: [a / np.mean(base[e]) for a in x] for e, x in scores(v).items() if e in shared}
+        sv = {e: [(a - bounds[e][0]) / (bounds[e][1] - bounds[e][0]) for a in x]
+              for e, x in per_variant[v].items() if e in bounds}
         if not sv:
             continue
         lo, hi = stratified_bootstrap_ci(sv, iqm, reps=2000)
         flat = [a for x in sv.values() for a in x]
-        poi = "-" if v == variants[0] else f"{probability_of_improvement(scores(v), base):.2f}"
+        poi = "-" if v == variants[0] else f"{probability_of_improvement(per_variant[v], base):.2f}"
         md.append(f"| {v} | {iqm(flat):.2f} [{lo:.2f}, {hi:.2f}] | {poi} | {len(flat)} |")
     return md
 

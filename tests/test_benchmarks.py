@@ -25,13 +25,14 @@ def test_mujoco_benchmark_tiny_sweep_and_resume(tmp_path):
 
 
 def test_mujoco_report_aggregate_by_hand():
-    """Baseline means 100 (env a) and 10 (env b): normalised scores 0.5 and 2 -> IQM 1.25; P(> base) 1/2."""
+    """env a: base 0, 10 and new 20 -> normalised base 0, .5 and new 1; env b: base 5, new 5, 15 -> base 0,
+    new 0, 1.  IQM (3 values: plain mean) base 1/6, new 2/3; P(new > base) = (1 + (1/2 + 1)/2) / 2 = 7/8."""
     from experiments.mujoco_report import _aggregate
-    rows = [{"env": e, "variant": v, "final_return_mean": x}
-            for e, v, x in [("a", "base", 100), ("b", "base", 10), ("a", "new", 50), ("b", "new", 20)]]
-    md = "\n".join(_aggregate(rows, ["a", "b"], ["base", "new"]))
-    assert "| base | 1.00 [1.00, 1.00] | - | 2 |" in md
-    assert "| new | 1.25 [" in md and "| 0.50 | 2 |" in md
+    data = [("a", "base", 0), ("a", "base", 10), ("a", "new", 20), ("b", "base", 5), ("b", "new", 5), ("b", "new", 15)]
+    md = "\n".join(_aggregate([{"env": e, "variant": v, "final_return_mean": x} for e, v, x in data], ["a", "b"],
+                              ["base", "new"]))
+    assert "| base | 0.17 [" in md and "| - | 3 |" in md
+    assert "| new | 0.67 [" in md and "| 0.88 | 3 |" in md
 
 
 @pytest.mark.slow
