@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from core.config import ConfigError, TrainConfig
+from core.config import ConfigError, TrainConfig, flag
 
 # Fields that may change when a run is resumed; everything else defines the run.
 RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "tensorboard", "checkpoint_every_s",
@@ -70,15 +70,15 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type = TrainConfig) -
         default = "preset" if f.default is None else f.default
         kw: dict[str, Any] = {"default": argparse.SUPPRESS, "dest": f.name,
                               "help": f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%")}
-        flag = "--" + f.name.replace("_", "-")
+        name = flag(f.name)
         if tp is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+            parser.add_argument(name, action=argparse.BooleanOptionalAction, **kw)
         elif typing.get_origin(tp) is Literal:
-            parser.add_argument(flag, choices=typing.get_args(tp), **kw)
+            parser.add_argument(name, choices=typing.get_args(tp), **kw)
         elif typing.get_origin(tp) is tuple:
-            parser.add_argument(flag, nargs="+", type=typing.get_args(tp)[0], metavar="N", **kw)
+            parser.add_argument(name, nargs="+", type=typing.get_args(tp)[0], metavar="N", **kw)
         else:
-            parser.add_argument(flag, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper(), **kw)
+            parser.add_argument(name, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper(), **kw)
 
 
 def _coerce(name: str, value: Any, tp: Any) -> Any:

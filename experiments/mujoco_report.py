@@ -69,18 +69,21 @@ def _plot(out: Path, runs_root: Path, env: str, variants, seeds, total_steps: in
     plt.close(fig)
 
 
+def _scores(rows: list[dict], envs, variant: str) -> dict[str, list[float]]:
+    """``{env: finite final returns of the variant's runs}`` (envs without any left out)."""
+    out = {}
+    for env in envs:
+        x = [r["final_return_mean"] for r in rows if r["env"] == env and r["variant"] == variant]
+        x = [a for a in x if not math.isnan(a)]
+        if x:
+            out[env] = x
+    return out
+
+
 def _aggregate(rows: list[dict], envs, variants) -> list[str]:
     """Across envs: IQM of min-max normalised returns (0 = the env's worst run in this table, 1 = its best)
     with a stratified-bootstrap 95% CI, and each variant's probability of improvement over the first."""
-    def scores(v):
-        out = {}
-        for env in envs:
-            x = [r["final_return_mean"] for r in rows if r["env"] == env and r["variant"] == v]
-            x = [a for a in x if not math.isnan(a)]
-            if x:
-                out[env] = x
-        return out
-    per_variant = {v: scores(v) for v in variants}
+    per_variant = {v: _scores(rows, envs, v) for v in variants}
     bounds = {}  # only envs that every variant has run on, so that every row averages the same envs
     for env in envs:
         pooled = [a for sv in per_variant.values() for a in sv.get(env, [])]
@@ -89,8 +92,8 @@ def _aggregate(rows: list[dict], envs, variants) -> list[str]:
     base = per_variant[variants[0]]
     if len(variants) < 2 or not bounds:
         return []
-    md = ["", f"Across the envs every variant ran ({', '.join(bounds)}): IQM of min-max normalised returns (per env, 0 = the worst "
-          "and 1 = the best run in this table) [95% stratified-bootstrap CI over runs], and P(variant > "
+    md = ["", f"Across the envs every variant ran ({', '.join(bounds)}): IQM of min-max normalised returns "
+          "(per env, 0 = the worst and 1 = the best run in this table) [95% stratified-bootstrap CI over runs], and P(variant > "
           f"{variants[0]}) = share of (run, {variants[0]} run) pairs on the same env that the variant wins, "
           "averaged over envs.", "", f"| variant | normalised IQM [95% CI] | P(> {variants[0]}) | runs |",
           "|---|---|---|---|"]
@@ -120,11 +123,11 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
           f"training episodes. Machine: {machine(with_load=False)}. Cells: mean +- std over seeds (n), then IQM [95% "
           "bootstrap CI].", "",
           "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
+    per_variant = {v: _scores(rows, envs, v) for v in variants}
     for env in envs:
         cells = []
         for v in variants:
-            x = [r["final_return_mean"] for r in rows if r["env"] == env and r["variant"] == v]
-            x = [a for a in x if not math.isnan(a)]
+            x = per_variant[v].get(env)
             if not x:
                 cells.append("-")
                 continue
