@@ -152,6 +152,9 @@ class TrainConfig:
     """Adam learning rate of log T for temperature_mode=learnable."""
     importance_correction: bool = False
     """Weight sampled losses by 1/(N p_i) so the expected gradient equals uniform sampling's."""
+    value_importance_correction: bool = False
+    """Weight only the critic's loss by 1/(N p_i): the critic regresses on the window's own distribution
+    while the policy keeps the prioritised draws (prioritised replay corrects its value loss this way)."""
     resampling: Literal["multinomial", "systematic"] = "multinomial"
     """How each epoch's draws follow p: multinomial (i.i.d.) or systematic (low-variance: transition i
     drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch)."""

@@ -84,13 +84,15 @@ class Trainer:
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
-                                      cfg.importance_correction, seed=seed, resampling=cfg.resampling)
+                                      cfg.importance_correction or cfg.value_importance_correction, seed=seed,
+                                      resampling=cfg.resampling)
         if cfg.compile:  # the sampler's arithmetic and the minibatch forward pass
             self.sampler.probs_fn = maybe_compile(self.sampler.probs_fn)
             self._evaluate = maybe_compile(self._evaluate)
         self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches,
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
-                                              cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
+                                              cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm,
+                                              policy_weights=cfg.importance_correction)
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
         self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance)
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)

@@ -37,6 +37,8 @@ class UpdateSettings:
     vf_coef: float
     ent_coef: float
     max_grad_norm: float
+    policy_weights: bool = True
+    """Apply the sampler's importance weights to the policy loss and entropy too (False: value loss only)."""
 
 
 def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluation],
@@ -63,9 +65,10 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             ev = evaluate(mb)
             eps_low, eps_high, eps_v = clip_ranges(mb)
-            pi_loss, pi_diag = policy_loss(ev.logp, mb.logp_old, adv, eps_low, eps_high, weights)
+            pi_weights = weights if s.policy_weights else None
+            pi_loss, pi_diag = policy_loss(ev.logp, mb.logp_old, adv, eps_low, eps_high, pi_weights)
             v_loss, v_diag = value_loss(ev.values, mb.values_old, mb.returns, eps_v, weights)
-            entropy = entropy_bonus(ev.entropy, weights)
+            entropy = entropy_bonus(ev.entropy, pi_weights)
             loss = combined_objective(pi_loss, v_loss, entropy, s.vf_coef, s.ent_coef)
             finite = all_finite([loss]) if dist is None else dist.all_true(all_finite([loss]))
             if not finite:  # never let NaN/Inf reach the weights

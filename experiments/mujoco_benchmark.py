@@ -36,6 +36,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-auto-lambda": ["--algo", "dapo", "--auto-lambda"],  # GRPO's explained-variance lambda rule
     "dapo-epsV-constant": ["--algo", "dapo", "--eps-v-schedule", "constant"],
     "dapo-lr-drop": ["--algo", "dapo", "--policy-lr-drop-step", "100000"],
+    "dapo-critic-lr3e-4": ["--algo", "dapo", "--critic-lr", "3e-4"],  # PPO's critic rate
+    "dapo-no-value-clip": ["--algo", "dapo", "--no-clip-value"],
+    "dapo-value-importance": ["--algo", "dapo", "--value-importance-correction"],  # 1/(N p_i) on the critic only
 }
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
