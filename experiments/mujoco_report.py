@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -109,20 +110,39 @@ def _aggregate(rows: list[dict], envs, variants) -> list[str]:
     return md
 
 
-def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
-    rows = _summaries(runs, envs, variants, seeds)
-    if not rows:
-        print("no finished runs yet")
-        return
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
-          f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
-          f"training episodes. Machine: {machine(with_load=False)}. Cells: mean +- std over seeds (n), then IQM [95% "
-          "bootstrap CI].", "",
-          "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
+GRID_VARIANT = re.compile(r"^(?P<algo>[a-z0-9]+)-lr(?P<lr>[0-9.e-]+)-clip(?P<clip>[0-9.]+)$")
+
+
+def _robustness(rows: list[dict], envs, variants) -> list[str]:
+    """For the lr x clip grid (variants named ``<algo>-lr<lr>-clip<clip>``): per env and algorithm, the
+    grid of mean final returns over seeds and its spread across cells (the robustness claim, issue #4)."""
+    cells = {}  # (env, algo) -> {(lr, clip): mean over seeds}
+    for v in variants:
+        m = GRID_VARIANT.match(v)
+        if m is None:
+            continue
+        for env, x in _scores(rows, envs, v).items():
+            cells.setdefault((env, m["algo"]), {})[(m["lr"], m["clip"])] = float(np.mean(x))
+    if not cells:
+        return []
+    md = ["", "Robustness over the learning-rate x clip grid: cells are the mean final return over seeds; the "
+          "spread row summarises the grid's cells (mean, std, worst and best cell, worst / best).", ""]
+    for (env, algo), grid in cells.items():
+        lrs = sorted({k[0] for k in grid}, key=float)
+        clips = sorted({k[1] for k in grid}, key=float)
+        md += [f"**{env}, {algo}**", "", "| lr / clip | " + " | ".join(clips) + " |", "|---" * (len(clips) + 1) + "|"]
+        md += [f"| {lr} | " + " | ".join(f"{grid[(lr, c)]:.0f}" if (lr, c) in grid else "-" for c in clips) + " |"
+               for lr in lrs]
+        x = np.array(list(grid.values()))
+        ratio = f"{x.min() / x.max():.2f}" if x.max() > 0 else "n/a"
+        md += ["", f"spread over {len(x)} cells: mean {x.mean():.0f}, std {x.std():.0f}, worst {x.min():.0f}, "
+               f"best {x.max():.0f}, worst / best {ratio}", ""]
+    return md
+
+
+def _table(out: Path, runs: Path, rows: list[dict], envs, variants, seeds, total_steps: int) -> list[str]:
+    """The source's layout (env rows, variant columns), plus one learning-curve PNG per env."""
+    md = ["", "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
     per_variant = {v: _scores(rows, envs, v) for v in variants}
     for env in envs:
         cells = []
@@ -135,7 +155,24 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
             cells.append(f"{np.mean(x):.0f} +- {np.std(x):.0f} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
         md.append(f"| {env} | " + " | ".join(cells) + " |")
         _plot(out, runs, env, variants, seeds, total_steps)
-    md += _aggregate(rows, envs, variants)
+    return md
+
+
+def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
+    rows = _summaries(runs, envs, variants, seeds)
+    if not rows:
+        print("no finished runs yet")
+        return
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
+          f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
+          f"training episodes. Machine: {machine(with_load=False)}. Cells: mean +- std over seeds (n), then IQM [95% "
+          "bootstrap CI]."]
+    grid = _robustness(rows, envs, variants)
+    md += grid or _table(out, runs, rows, envs, variants, seeds, total_steps) + _aggregate(rows, envs, variants)
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]

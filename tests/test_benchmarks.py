@@ -35,6 +35,21 @@ def test_mujoco_report_aggregate_by_hand():
     assert "| new | 0.67 [" in md and "| 0.88 | 3 |" in md
 
 
+def test_mujoco_report_robustness_grid_by_hand():
+    """ppo cells (seed means): lr 1e-4 -> 100 (clip .1), 300 (clip .2, seeds 200 and 400); lr 3e-4 -> 200, 400.
+    Spread: mean 250, std sqrt(12500) = 112, worst 100, best 400, worst / best 0.25."""
+    from experiments.mujoco_report import _robustness
+    data = [("ppo-lr1e-4-clip0.1", 100), ("ppo-lr1e-4-clip0.2", 200), ("ppo-lr1e-4-clip0.2", 400),
+            ("ppo-lr3e-4-clip0.1", 200), ("ppo-lr3e-4-clip0.2", 400), ("dapo", 999)]
+    rows = [{"env": "E", "variant": v, "final_return_mean": x} for v, x in data]
+    md = "\n".join(_robustness(rows, ["E"], list(dict.fromkeys(v for v, _ in data))))
+    assert "| lr / clip | 0.1 | 0.2 |" in md
+    assert "| 1e-4 | 100 | 300 |" in md and "| 3e-4 | 200 | 400 |" in md
+    assert "mean 250, std 112, worst 100, best 400, worst / best 0.25" in md
+    assert "999" not in md  # variants outside the grid are left out
+    assert _robustness(rows[-1:], ["E"], ["dapo"]) == []
+
+
 @pytest.mark.slow
 def test_throughput_benchmark_tiny(tmp_path):
     cmd = [sys.executable, "experiments/bench_throughput.py", "--parts", "acd", "--total-steps", "4096",
