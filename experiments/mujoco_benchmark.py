@@ -39,6 +39,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-critic-lr3e-4": ["--algo", "dapo", "--critic-lr", "3e-4"],  # PPO's critic rate
     "dapo-no-value-clip": ["--algo", "dapo", "--no-clip-value"],
     "dapo-value-importance": ["--algo", "dapo", "--value-importance-correction"],  # 1/(N p_i) on the critic only
+    "dapo-lr2e-4": ["--algo", "dapo", "--lr", "2e-4"],  # policy lr cut to offset the prioritised draws' larger KL
+    "dapo-clip0.15": ["--algo", "dapo", "--clip-eps", "0.15"],  # a tighter trust region for the same reason
 }
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
