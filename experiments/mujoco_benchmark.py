@@ -41,6 +41,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-value-importance": ["--algo", "dapo", "--value-importance-correction"],  # 1/(N p_i) on the critic only
     "dapo-lr2e-4": ["--algo", "dapo", "--lr", "2e-4"],  # policy lr cut to offset the prioritised draws' larger KL
     "dapo-clip0.15": ["--algo", "dapo", "--clip-eps", "0.15"],  # a tighter trust region for the same reason
+    "dapo-ent0.003": ["--algo", "dapo", "--ent-coef", "0.003"],  # against the faster entropy decline
+    "dapo-ent0.01": ["--algo", "dapo", "--ent-coef", "0.01"],
 }
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,9 @@ def _plot(out: Path, runs_root: Path, env: str, variants, seeds, total_steps: in
         curves = np.array([_curve(r, grid) for r in runs if (r / "metrics.csv").exists()])
         if len(curves) == 0:
             continue
-        mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0)
+        with warnings.catch_warnings():  # grid points before a run's first full window are all-NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0)
         ax.plot(grid, mean, label=f"{v} (n={len(curves)})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("environment steps")
