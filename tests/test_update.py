@@ -49,3 +49,11 @@ def test_value_only_importance_weights():
     assert value_only["train/policy_loss"] == unweighted["train/policy_loss"]
     assert value_only["train/entropy"] == unweighted["train/entropy"]
     assert value_only["train/value_loss"] == weighted["train/value_loss"]
+
+
+def test_dapo_critic_lr_follows_the_policy_lr_unless_set():
+    """The critic's rate defaults to --lr (the env preset's), an explicit --critic-lr wins."""
+    from core.config import TrainConfig, resolve
+    assert resolve(TrainConfig(env="HalfCheetah-v5", algo="dapo"), "continuous").critic_lr == 3e-4
+    assert resolve(TrainConfig(algo="dapo", lr=5e-4), "classic").critic_lr == 5e-4
+    assert resolve(TrainConfig(algo="dapo", critic_lr=1e-3), "continuous").critic_lr == 1e-3
