@@ -3,6 +3,7 @@
 With ``policy_weights=False`` (``--value-importance-correction``) the weights reach the value loss only:
 on the same draws the policy loss must equal the unweighted one and the value loss the weighted one.
 One epoch of one minibatch makes the reported losses those of the first (pre-step) evaluation.
+Also: which learning rate the critic's optimiser group gets by default.
 """
 import torch
 
