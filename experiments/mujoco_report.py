@@ -170,11 +170,11 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    grid = _robustness(rows, envs, variants)
+    cells = "" if grid else " Cells: mean +- std over seeds (n), then IQM [95% bootstrap CI]."
     md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
           f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
-          f"training episodes. Machine: {machine(with_load=False)}. Cells: mean +- std over seeds (n), then IQM [95% "
-          "bootstrap CI]."]
-    grid = _robustness(rows, envs, variants)
+          f"training episodes. Machine: {machine(with_load=False)}.{cells}"]
     md += grid or _table(out, runs, rows, envs, variants, seeds, total_steps) + _aggregate(rows, envs, variants)
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
