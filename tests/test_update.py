@@ -8,7 +8,7 @@ Also: which learning rate the critic's optimiser group gets by default.
 import torch
 
 from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, UpdateSettings, ppo_update
+from core.update import Evaluation, UpdateSettings, _epoch_minibatches, clip_grad_norms_, ppo_update
 
 N = 16
 
@@ -58,3 +58,45 @@ def test_dapo_critic_lr_follows_the_policy_lr_unless_set():
     assert resolve(TrainConfig(env="HalfCheetah-v5", algo="dapo"), "continuous").critic_lr == 3e-4
     assert resolve(TrainConfig(algo="dapo", lr=5e-4), "classic").critic_lr == 5e-4
     assert resolve(TrainConfig(algo="dapo", critic_lr=1e-3), "continuous").critic_lr == 1e-3
+
+
+def test_fused_grad_clip_matches_torch_per_group():
+    """One clipped group (norm 5 -> 0.5), one left alone (norm 0.3 < 0.5), one without gradients."""
+    def groups():
+        big = [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))]
+        small = [torch.nn.Parameter(torch.zeros(2))]
+        big[0].grad, big[1].grad = torch.tensor([3.0, 0.0]), torch.tensor([4.0])  # ||g|| = 5
+        small[0].grad = torch.tensor([0.3, 0.0])
+        return big, small, [torch.nn.Parameter(torch.zeros(3))]
+
+    big_ref, small_ref, _ = groups()
+    for group in (big_ref, small_ref):
+        torch.nn.utils.clip_grad_norm_(group, 0.5)
+    big, small, empty = groups()
+    clip_grad_norms_([big, small, empty], 0.5)
+    for p, ref in zip(big + small, big_ref + small_ref):
+        torch.testing.assert_close(p.grad, ref.grad)
+    torch.testing.assert_close(big[0].grad, torch.tensor([0.3, 0.0]), atol=1e-6, rtol=0)  # 3 * 0.5/5 by hand
+    torch.testing.assert_close(small[0].grad, torch.tensor([0.3, 0.0]))
+    assert empty[0].grad is None
+
+
+def test_epoch_minibatches_gather_the_sampler_draws():
+    """Minibatches sliced from the one-per-epoch gather equal per-minibatch indexing of the window."""
+    s = DynamicSampler(8, "cpu", Temperature("fixed"), dynamic=True, importance_correction=True, seed=3)
+    n = 8
+    s.add(Transitions(torch.arange(n, dtype=torch.float32)[:, None], torch.zeros(n, 1), torch.zeros(n),
+                      torch.zeros(n), torch.linspace(-1, 2, n), torch.zeros(n)))
+    settings = UpdateSettings(1, 3, 4, True, 0.5, 0.0, 0.5)
+    expected = list(DynamicSampler.minibatches(_clone_sampler(s), 3, 4))
+    got = list(_epoch_minibatches(s, s.window(), settings))
+    assert len(got) == 3
+    for (mb, w), (idx, w_ref) in zip(got, expected):
+        torch.testing.assert_close(mb.obs[:, 0], idx.float())  # obs holds each transition's own index
+        torch.testing.assert_close(w, w_ref)
+
+
+def _clone_sampler(s: DynamicSampler) -> DynamicSampler:
+    twin = DynamicSampler(s.capacity, "cpu", Temperature("fixed"), s.dynamic, s.importance_correction)
+    twin.load_state_dict(s.state_dict())
+    return twin
