@@ -93,6 +93,9 @@ class TrainConfig:
     3e-4 won 72% of run pairs) and tied on HalfCheetah-v5 (experiments/results/mujoco/ablation)."""
     anneal_lr: bool = True
     """Linearly anneal learning rates to zero over training."""
+    target_kl: Optional[float] = None
+    """Adapt the policy learning rate to hold each update's approx KL near this value (x1.5 when below
+    half of it, /1.5 when above twice it, scale kept in [0.1, 10]; Isaac Gym's adaptive rule). Off: None."""
     policy_lr_drop_step: Optional[int] = None
     """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
     policy_lr_drop_factor: float = 0.1
@@ -288,7 +291,8 @@ def validate(c: TrainConfig) -> None:
     check_numbers(c, at_least_one=("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window",
                                    "divergence_window", "torch_threads"),
                   positive=("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
-                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every"),
+                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every",
+                            "target_kl"),
                   below_one=("clip_eps", "clip_eps_low"),
                   unit_interval=("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"))
     _require(c.lambda_min <= c.lambda_max,

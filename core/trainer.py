@@ -98,6 +98,7 @@ class Trainer:
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
         # Remedies act through these multipliers on the scheduled values.
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0
+        self.kl_lr = schedules.KLAdaptiveLR(cfg.target_kl or 1.0)  # scale stays 1 unless target_kl is set
         self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
         self.health_events: list[dict] = []
         self.best_actor = copy.deepcopy(self.actor.state_dict())
@@ -123,7 +124,7 @@ class Trainer:
     def _set_learning_rates(self) -> tuple[float, float]:
         c, progress = self.cfg, self.global_step / self.cfg.total_steps
         lr_pi = schedules.policy_lr(c.lr, progress, c.anneal_lr, self.global_step, c.policy_lr_drop_step,
-                                    c.policy_lr_drop_factor)
+                                    c.policy_lr_drop_factor) * self.kl_lr.scale
         base_v = c.critic_lr if c.separate_optimizers else c.lr
         lr_v = schedules.annealed_lr(base_v, progress, c.anneal_lr) * self.critic_lr_scale
         self.optimizer.param_groups[0]["lr"], self.optimizer.param_groups[1]["lr"] = lr_pi, lr_v
@@ -153,6 +154,8 @@ class Trainer:
         t2 = time.perf_counter()
         train = self.dist.mean_metrics(self.update(eps_low, eps_high, eps_v))
         self.rollouts.wait()
+        if c.target_kl is not None:
+            self.kl_lr.observe(train.get("train/approx_kl", math.nan))
         self.sampler.temperature.on_update()
         t3 = time.perf_counter()
         self.iteration += 1
@@ -252,7 +255,7 @@ class Trainer:
                        "scales": (self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale),
                        "counts": dict(self.health_counts), "events": list(self.health_events),
                        "best_actor": self.best_actor, "last_good": self.guard.last_good},
-            "recent_returns": list(self.recent_returns),
+            "recent_returns": list(self.recent_returns), "kl_lr_scale": self.kl_lr.scale,
             "rng": rng_state(),
         }
 
@@ -274,6 +277,7 @@ class Trainer:
         self.health_counts, self.health_events = dict(h["counts"]), list(h["events"])
         self.best_actor, self.guard.last_good = h["best_actor"], h["last_good"]
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
+        self.kl_lr.scale = s.get("kl_lr_scale", 1.0)  # absent in checkpoints written before target_kl
         set_rng_state(s["rng"])
         if self.dist.rank > 0:  # rank 0's checkpoint holds rank 0's envs and RNG; decorrelate the others
             seed_everything(self.cfg.seed + self.dist.rank + 7919 * self.iteration)

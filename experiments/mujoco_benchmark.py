@@ -43,6 +43,11 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-clip0.15": ["--algo", "dapo", "--clip-eps", "0.15"],  # a tighter trust region for the same reason
     "dapo-ent0.003": ["--algo", "dapo", "--ent-coef", "0.003"],  # against the faster entropy decline
     "dapo-ent0.01": ["--algo", "dapo", "--ent-coef", "0.01"],
+    # KL-adaptive policy lr (Isaac Gym's rule): 0.005 pulls DAPO's per-update KL (~0.012) to PPO's level
+    # (~0.0095, band [0.0025, 0.01]); 0.01 only acts late, raising the annealed lr when KL < 0.005.
+    "dapo-kl0.005": ["--algo", "dapo", "--target-kl", "0.005"],
+    "dapo-kl0.01": ["--algo", "dapo", "--target-kl", "0.01"],
+    "dapo-kl0.008-const-lr": ["--algo", "dapo", "--target-kl", "0.008", "--no-anneal-lr"],
 }
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}

@@ -57,6 +57,7 @@ def test_unknown_env_suggests_close_matches(capsys, tmp_path):
     (["--num-minibatches", "7"], "not divisible"),
     (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
     (["--device", "tpu"], "--device must be"),
+    (["--target-kl", "0"], "--target-kl must be positive"),
 ])
 def test_invalid_hyper_parameters(capsys, tmp_path, argv, expect):
     _one_line_error(capsys, ["run", "--run-dir", str(tmp_path / "r"), *argv], expect)

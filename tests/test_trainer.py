@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from core import schedules
 from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
 from core.trainer import Trainer
@@ -41,6 +42,7 @@ def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo, overlap):
     ("grpo", "CartPole-v1", {}),
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4}),
     ("ppo", "CartPole-v1", {"overlap": True}),
+    ("dapo", "CartPole-v1", {"target_kl": 1e-4}),  # the KL-adaptive lr scale is part of the state
 ])
 def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, extra):
     """Stop after 3 updates, reload the checkpoint into a fresh Trainer, finish: same weights, same metrics."""
@@ -141,3 +143,22 @@ def test_overlap_learns_from_one_update_old_data(tmp_path, small_config):
         old_actor = t.rollouts.behaviour[0]
         stored, _ = old_actor.evaluate(rollout.obs.reshape(-1, rollout.obs.shape[-1]), rollout.actions.reshape(-1))
     assert torch.allclose(stored, rollout.logp.reshape(-1))  # the frozen pre-update copy collected it
+
+
+def test_kl_adaptive_lr_rule_by_hand():
+    """target 0.01: KL 0.03 > 0.02 divides by 1.5, 0.004 < 0.005 multiplies, 0.01 keeps; clamped."""
+    rule = schedules.KLAdaptiveLR(0.01, factor=1.5, lowest=0.5, highest=2.0)
+    assert [rule.observe(kl) for kl in (0.03, 0.01, 0.004, 0.004, 0.004, float("nan"), 0.05, 0.05, 0.05, 0.05)] == \
+        pytest.approx([2 / 3, 2 / 3, 1.0, 1.5, 2.0, 2.0, 4 / 3, 8 / 9, 16 / 27, 0.5])
+    with pytest.raises(ValueError, match="target_kl must be > 0"):
+        schedules.KLAdaptiveLR(0.0)
+
+
+def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
+    """A tiny target (every update's KL exceeds it) shrinks the policy lr by 1.5 per update; the critic's stays."""
+    cfg = small_config(tmp_path, algo="dapo", target_kl=1e-9, anneal_lr=False, total_steps=3 * 256)
+    t = Trainer(cfg, tmp_path)
+    t.train(MetricLogger(tmp_path, tensorboard=False))
+    rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
+    assert [float(r["train/lr_policy"]) for r in rows] == pytest.approx([cfg.lr, cfg.lr / 1.5, cfg.lr / 1.5 ** 2])
+    assert [float(r["train/lr_value"]) for r in rows] == pytest.approx([cfg.critic_lr] * 3)
