@@ -36,7 +36,7 @@ def _peak_rss_mb() -> float:
 
 
 def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int, overlap: bool = False,
-              compile: bool = False, numpy_acting: bool = True) -> dict:
+              compile: bool = False, numpy_acting: bool = True, backend: str = "sync") -> dict:
     from core.config import TrainConfig
     from core.logging import MetricLogger, read_metrics
     from core.runner import resolve_for_env
@@ -44,7 +44,7 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
 
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = resolve_for_env(TrainConfig(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
-                                          num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap,
+                                          num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap, backend=backend,
                                           compile=compile, numpy_acting=numpy_acting, progress=False,
                                           tensorboard=False, eval_episodes=0, run_dir=run_dir))
         t0 = time.perf_counter()
@@ -78,13 +78,13 @@ def work_sb3(vec: str, num_envs: int, total_steps: int, seed: int, threads: int)
     return {"wall_s": wall, "steps": int(model.num_timesteps), "final_return": float(sum(eps) / len(eps)) if eps else float("nan")}
 
 
-def work_raw(num_envs: int, steps: int, seed: int, threads: int) -> dict:
+def work_raw(num_envs: int, steps: int, seed: int, threads: int, backend: str = "sync") -> dict:
     """Random actions (pre-sampled) through the same vector env the trainer uses."""
     import numpy as np
 
     from core.envs import make_vec_env
 
-    envs = make_vec_env(ENV, num_envs)
+    envs = make_vec_env(ENV, num_envs, asynchronous=backend == "async")
     envs.reset(seed=seed)
     actions = np.stack([envs.action_space.sample() for _ in range(256)])
     t0 = time.perf_counter()
@@ -132,10 +132,14 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
                                                                     overlap=True)),
                  ("b", f"ours ppo x{many_envs} envs +compile", dict(kind="ours", algo="ppo", num_envs=many_envs,
                                                                     compile=True)),
+                 # env processes step while the learner updates: the two cores work at once
+                 ("b", f"ours ppo x{many_envs} envs async +overlap",
+                  dict(kind="ours", algo="ppo", num_envs=many_envs, backend="async", overlap=True)),
                  ("b", f"SB3 PPO SubprocVecEnv x{many_envs}", dict(kind="sb3", vec="subproc", num_envs=many_envs)),
                  ("b", f"SB3 PPO DummyVecEnv x{many_envs}", dict(kind="sb3", vec="dummy", num_envs=many_envs))]
     if "c" in parts:
         runs += [("c", f"raw env stepping x{n}", dict(kind="raw", num_envs=n)) for n in sorted({1, many_envs})]
+        runs += [("c", f"raw env stepping x{many_envs} async", dict(kind="raw", num_envs=many_envs, backend="async"))]
     for _, _, kw in runs:
         kw.update({"threads": threads, "seed": seed, ("steps" if kw["kind"] == "raw" else "total_steps"): total})
     return runs

@@ -70,11 +70,12 @@ def write_report(rows: list[dict], out: Path, command: str, machine: str, args) 
                 if not peer.startswith("ours"):
                     continue
                 n = 1 if group is a else args.many_envs
-                raw = c.get(f"raw env stepping x{n}")
+                backend = " async" if "async" in peer else ""
+                raw = c.get(f"raw env stepping x{n}{backend}")
                 if raw:
                     frac = statistics.median(r["sps"] for r in rs) / statistics.median(r["sps"] for r in raw)
                     split = ", ".join(f"{k} {_median(rs, k + '_s'):.3f}s" for k in ("collect", "advantage", "update"))
-                    md.append(f"- {peer}: {frac:.0%} of the raw x{n} stepping rate (target >= 60%: "
+                    md.append(f"- {peer}: {frac:.0%} of the raw x{n}{backend} stepping rate (target >= 60%: "
                               f"{'met' if frac >= 0.6 else 'NOT met'}); per iteration: {split}")
         md.append("")
     if a:
