@@ -109,7 +109,10 @@ def clip_grad_norms_(groups: Sequence[Sequence[torch.nn.Parameter]], max_norm: f
     library calls on 64x64 MLPs, where this ran at every one of the 320 minibatch steps per update.
     """
     grads = [[p.grad for p in group if p.grad is not None] for group in groups]
-    norms = torch._foreach_norm([g for group in grads for g in group])
+    flat = [g for group in grads for g in group]
+    if not flat:  # nothing to clip (torch's version is a no-op here too)
+        return
+    norms = torch._foreach_norm(flat)
     start = 0
     for group in grads:
         if not group:

@@ -79,6 +79,7 @@ def test_fused_grad_clip_matches_torch_per_group():
     torch.testing.assert_close(big[0].grad, torch.tensor([0.3, 0.0]), atol=1e-6, rtol=0)  # 3 * 0.5/5 by hand
     torch.testing.assert_close(small[0].grad, torch.tensor([0.3, 0.0]))
     assert empty[0].grad is None
+    clip_grad_norms_([empty], 0.5)  # no gradients anywhere: a no-op, like torch's
 
 
 def test_epoch_minibatches_gather_the_sampler_draws():
