@@ -112,7 +112,7 @@ def clip_grad_norms_(groups: Sequence[Sequence[torch.nn.Parameter]], max_norm: f
     flat = [g for group in grads for g in group]
     if not flat:  # nothing to clip (torch's version is a no-op here too)
         return
-    norms = torch._foreach_norm(flat)
+    norms = torch._foreach_norm(flat)  # the fused op torch.nn.utils.clip_grad_norm_ uses internally
     start = 0
     for group in grads:
         if not group:
