@@ -33,8 +33,9 @@ class KLAdaptiveLR:
     After each update: ``scale *= factor`` if ``KL < target / 2``, ``scale /= factor`` if ``KL > 2 target``,
     clamped to ``[lowest, highest]``.  It is the adaptive-KL rule of Schulman et al. (2017, section 4)
     moved from a KL-penalty coefficient to the step size, as in Isaac Gym's PPO (Makoviychuk et al. 2021).
-    Motivation here: DAPO's prioritised draws make a larger policy step than PPO's at the same learning
-    rate (HalfCheetah approx KL 0.012-0.016 vs 0.0095, experiments/results/mujoco/ablation).
+    Tried because DAPO's prioritised draws make a larger policy step than PPO's at the same learning rate
+    (HalfCheetah approx KL 0.012 vs 0.0095). Holding DAPO's KL at PPO's level lost; target 0.008 without
+    lr annealing was the best variant but did not separate (experiments/results/mujoco/ablation_kl).
     """
 
     def __init__(self, target: float, factor: float = 1.5, lowest: float = 0.1, highest: float = 10.0):
