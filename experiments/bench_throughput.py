@@ -44,8 +44,8 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
 
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = resolve_for_env(TrainConfig(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
-                                          num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap, backend=backend,
-                                          compile=compile, numpy_acting=numpy_acting, progress=False,
+                                          num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap,
+                                          backend=backend, compile=compile, numpy_acting=numpy_acting, progress=False,
                                           tensorboard=False, eval_episodes=0, run_dir=run_dir))
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))

@@ -159,6 +159,6 @@ def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
     cfg = small_config(tmp_path, algo="dapo", target_kl=1e-9, anneal_lr=False, total_steps=3 * 256)
     t = Trainer(cfg, tmp_path)
     t.train(MetricLogger(tmp_path, tensorboard=False))
-    rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
+    rows = _rows(tmp_path / "metrics.csv")
     assert [float(r["train/lr_policy"]) for r in rows] == pytest.approx([cfg.lr, cfg.lr / 1.5, cfg.lr / 1.5 ** 2])
     assert [float(r["train/lr_value"]) for r in rows] == pytest.approx([cfg.critic_lr] * 3)

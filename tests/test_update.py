@@ -89,7 +89,7 @@ def test_epoch_minibatches_gather_the_sampler_draws():
     s.add(Transitions(torch.arange(n, dtype=torch.float32)[:, None], torch.zeros(n, 1), torch.zeros(n),
                       torch.zeros(n), torch.linspace(-1, 2, n), torch.zeros(n)))
     settings = UpdateSettings(1, 3, 4, True, 0.5, 0.0, 0.5)
-    expected = list(DynamicSampler.minibatches(_clone_sampler(s), 3, 4))
+    expected = list(_clone_sampler(s).minibatches(3, 4))
     got = list(_epoch_minibatches(s, s.window(), settings))
     assert len(got) == 3
     for (mb, w), (idx, w_ref) in zip(got, expected):
