@@ -27,6 +27,9 @@ from experiments.stats import steps_to_threshold
 from experiments.sweep import ROOT, run_cli
 
 ALGOS = ("dt", "dapo-dt")
+RANDOM_LEVEL = 0.05
+"""Human-normalised score below which DT counts as playing at random level: the steps-to-DT's-score ratio
+is then not reported (on Pong 0.05 is -19.2 against random play's -20.7)."""
 
 
 def run_path(runs: Path, env: str, algo: str, frac: float, seed: int) -> Path:
@@ -73,6 +76,7 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
     import torch
 
     from dapo_dt.data import info
+    from dapo_dt.trainer import human_normalised
 
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.python_version()}"
     rows, lines = [], [f"# DT vs DAPO-DT\n\nCommand: `{command}`\n\nMachine: {machine}. Scores are whole games "
@@ -113,11 +117,16 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                     ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)
         if set(mean_curves) == set(ALGOS):
             dt_final = mean_curves["dt"][1][-1]
-            dt_steps = steps_to_threshold(*mean_curves["dt"], dt_final)
-            dapo_steps = steps_to_threshold(*mean_curves["dapo-dt"], dt_final)
-            lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
-                         f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims <= 0.72). "
-                         "Evaluations are every `--eval-every` steps, so steps are resolved to that grid.")
+            if human_normalised(env, dt_final) < RANDOM_LEVEL:
+                lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): not measured, DT ends at the "
+                             f"random-play level (human-normalised {human_normalised(env, dt_final):.3f} < "
+                             f"{RANDOM_LEVEL}), where reaching its score says nothing about sample efficiency.")
+            else:
+                dt_steps = steps_to_threshold(*mean_curves["dt"], dt_final)
+                dapo_steps = steps_to_threshold(*mean_curves["dapo-dt"], dt_final)
+                lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
+                             f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims <= 0.72). "
+                             "Evaluations are every `--eval-every` steps, so steps are resolved to that grid.")
         if len(fractions) > 1:
             fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
             for algo in ALGOS:

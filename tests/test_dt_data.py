@@ -180,3 +180,25 @@ def test_dt_benchmark_report_on_synthetic_runs(tmp_path):
     assert "| dt | 0.5 | 2 | 4.00 +- 0.00 |" in md
     assert (tmp_path / "ALE-Pong-v5_score_vs_grad_steps.png").exists()
     assert (tmp_path / "ALE-Pong-v5_score_vs_dataset_size.png").exists()
+
+
+def test_dt_benchmark_report_skips_the_ratio_at_random_play(tmp_path):
+    """DT ending at -20.5 on Pong (human-normalised 0.007, random play is -20.7): any DAPO-DT curve
+    'reaches' that score, so the report says the ratio is not measured instead of printing one."""
+    from core.logging import MetricLogger
+    from experiments.dt_benchmark import report, run_path
+
+    _write_toy()
+    for algo, scores in {"dt": [-20.625, -20.5], "dapo-dt": [-20.5, -20.625]}.items():
+        d = run_path(tmp_path / "runs", "ALE/Pong-v5", algo, 1.0, 1)
+        d.mkdir(parents=True)
+        log = MetricLogger(d, tensorboard=False)
+        for step, score in zip((250, 500), scores):
+            log.log(step, {"eval/return_mean": score})
+        (d / "summary.json").write_text(json.dumps({
+            "seed": 1, "dataset_steps": 5, "grad_steps": 500, "online_env_steps": 0, "wall_time_s": 1.0,
+            "eval_return_mean": scores[-1], "human_normalised": human_normalised("ALE/Pong-v5", scores[-1])}))
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test")
+    md = (tmp_path / "results.md").read_text()
+    assert "not measured, DT ends at the random-play level (human-normalised 0.007 < 0.05)" in md
+    assert "ratio" not in md.split("Gradient steps to")[1]
