@@ -117,15 +117,17 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                     ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)
         if set(mean_curves) == set(ALGOS):
             dt_final = mean_curves["dt"][1][-1]
-            if human_normalised(env, dt_final) < RANDOM_LEVEL:
-                lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): not measured, DT ends at the "
-                             f"random-play level (human-normalised {human_normalised(env, dt_final):.3f} < "
-                             f"{RANDOM_LEVEL}), where reaching its score says nothing about sample efficiency.")
+            dt_normalised = human_normalised(env, dt_final)
+            if dt_normalised < RANDOM_LEVEL:
+                lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): not measured, DT ends at "
+                             f"the random-play level (human-normalised {dt_normalised:.3f} < {RANDOM_LEVEL}), where "
+                             "reaching its score says nothing about sample efficiency.")
             else:
                 dt_steps = steps_to_threshold(*mean_curves["dt"], dt_final)
                 dapo_steps = steps_to_threshold(*mean_curves["dapo-dt"], dt_final)
                 lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
-                             f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims <= 0.72). "
+                             f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims "
+                             "<= 0.72). "
                              "Evaluations are every `--eval-every` steps, so steps are resolved to that grid.")
         if len(fractions) > 1:
             fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
