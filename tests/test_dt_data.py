@@ -155,24 +155,31 @@ def test_collect_train_eval_end_to_end(tmp_path, capsys):
     assert "eval_return_mean" in capsys.readouterr().out
 
 
+def _fake_dt_run(runs, algo, frac, seed, steps, scores):
+    """A finished dt_benchmark run directory on Pong: ``eval/return_mean`` = ``scores`` at ``steps``."""
+    from core.logging import MetricLogger
+    from experiments.dt_benchmark import run_path
+
+    d = run_path(runs, "ALE/Pong-v5", algo, frac, seed)
+    d.mkdir(parents=True)
+    log = MetricLogger(d, tensorboard=False)
+    for step, score in zip(steps, scores):
+        log.log(step, {"eval/return_mean": score})
+    (d / "summary.json").write_text(json.dumps({
+        "seed": seed, "dataset_steps": 5, "grad_steps": steps[-1], "online_env_steps": 0, "wall_time_s": 1.0,
+        "eval_return_mean": scores[-1], "human_normalised": human_normalised("ALE/Pong-v5", scores[-1])}))
+
+
 def test_dt_benchmark_report_on_synthetic_runs(tmp_path):
     """The report's table, steps-to-DT's-final-score ratio and plots, from hand-made run directories:
     DT reaches 4.0 at step 20; DAPO-DT reaches it at step 10 -> ratio 0.5."""
-    from core.logging import MetricLogger
-    from experiments.dt_benchmark import report, run_path
+    from experiments.dt_benchmark import report
 
     _write_toy()
     curves = {"dt": [1.0, 4.0], "dapo-dt": [4.0, 5.0]}
     for algo, scores in curves.items():
         for seed, frac in ((1, 1.0), (2, 1.0), (1, 0.5), (2, 0.5)):
-            d = run_path(tmp_path / "runs", "ALE/Pong-v5", algo, frac, seed)
-            d.mkdir(parents=True)
-            log = MetricLogger(d, tensorboard=False)
-            for step, score in zip((10, 20), scores):
-                log.log(step, {"eval/return_mean": score})
-            (d / "summary.json").write_text(json.dumps({
-                "seed": seed, "dataset_steps": 5, "grad_steps": 20, "online_env_steps": 0, "wall_time_s": 1.0,
-                "eval_return_mean": scores[-1], "human_normalised": human_normalised("ALE/Pong-v5", scores[-1])}))
+            _fake_dt_run(tmp_path / "runs", algo, frac, seed, (10, 20), scores)
     report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1, 2], [0.5, 1.0], "test")
     md = (tmp_path / "results.md").read_text()
     assert "| dt | 1 | 2 | 4.00 +- 0.00 |" in md and "| dapo-dt | 1 | 2 | 5.00 +- 0.00 |" in md
@@ -185,19 +192,11 @@ def test_dt_benchmark_report_on_synthetic_runs(tmp_path):
 def test_dt_benchmark_report_skips_the_ratio_at_random_play(tmp_path):
     """DT ending at -20.5 on Pong (human-normalised 0.007, random play is -20.7): any DAPO-DT curve
     'reaches' that score, so the report says the ratio is not measured instead of printing one."""
-    from core.logging import MetricLogger
-    from experiments.dt_benchmark import report, run_path
+    from experiments.dt_benchmark import report
 
     _write_toy()
     for algo, scores in {"dt": [-20.625, -20.5], "dapo-dt": [-20.5, -20.625]}.items():
-        d = run_path(tmp_path / "runs", "ALE/Pong-v5", algo, 1.0, 1)
-        d.mkdir(parents=True)
-        log = MetricLogger(d, tensorboard=False)
-        for step, score in zip((250, 500), scores):
-            log.log(step, {"eval/return_mean": score})
-        (d / "summary.json").write_text(json.dumps({
-            "seed": 1, "dataset_steps": 5, "grad_steps": 500, "online_env_steps": 0, "wall_time_s": 1.0,
-            "eval_return_mean": scores[-1], "human_normalised": human_normalised("ALE/Pong-v5", scores[-1])}))
+        _fake_dt_run(tmp_path / "runs", algo, 1.0, 1, (250, 500), scores)
     report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test")
     md = (tmp_path / "results.md").read_text()
     assert "not measured, DT ends at the random-play level (human-normalised 0.007 < 0.05)" in md
