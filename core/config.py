@@ -97,7 +97,8 @@ class TrainConfig:
     """Adapt the policy learning rate to hold each update's approx KL near this value (x1.5 when below
     half of it, /1.5 when above twice it, scale kept in [0.1, 10]; Isaac Gym's adaptive rule). Off: None.
     DAPO with 0.008 and --no-anneal-lr: best of three settings at 300k steps on HalfCheetah/Walker2d, not
-    significant, and behind the default at 1M steps (experiments/results/mujoco/ablation_kl)."""
+    significant (experiments/results/mujoco/ablation_kl), and behind the default at 1M steps
+    (experiments/results/mujoco_1M/ablation)."""
     policy_lr_drop_step: Optional[int] = None
     """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
     policy_lr_drop_factor: float = 0.1

@@ -35,8 +35,8 @@ class KLAdaptiveLR:
     moved from a KL-penalty coefficient to the step size, as in Isaac Gym's PPO (Makoviychuk et al. 2021).
     Tried because DAPO's prioritised draws make a larger policy step than PPO's at the same learning rate
     (HalfCheetah approx KL 0.012 vs 0.0095). Holding DAPO's KL at PPO's level lost; target 0.008 without
-    lr annealing was the best variant at 300k steps, did not separate, and lost at 1M
-    (experiments/results/mujoco/ablation_kl).
+    lr annealing was the best variant at 300k steps, did not separate (experiments/results/mujoco/ablation_kl),
+    and lost at 1M (experiments/results/mujoco_1M/ablation).
     """
 
     def __init__(self, target: float, factor: float = 1.5, lowest: float = 0.1, highest: float = 10.0):
