@@ -79,6 +79,11 @@ class DTConfig:
     """Upper clip of the advantage weights (AWR's 20)."""
     value_coef: float = 0.5
     """Weight of the value-head regression loss."""
+    value_trains_encoder: bool = False
+    """Let the offline value loss back-propagate into the CNN state encoder it shares with the action
+    tokens.  Off: V reads stop-gradient features, so only imitation shapes the encoder, as in plain DT.
+    On Pong the shared gradient held DAPO-DT's grad norm at ~6 (clipped to 1) for its first ~200 steps
+    and delayed imitation (experiments/results/dt/pong_v2_3k)."""
     target_advantage: float = 1.0
     """Advantage (in normalised units) the modulated model is conditioned on when acting."""
 

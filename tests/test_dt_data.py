@@ -103,6 +103,25 @@ def test_dapo_dt_loss_weights_and_value_head(tmp_path):
     assert dt.scale == 3.0 and dt.target_return == 3.0  # largest |episode return|, best episode
 
 
+@pytest.mark.parametrize("trains_encoder", [False, True])
+def test_value_loss_reaches_the_cnn_only_when_asked(tmp_path, trains_encoder):
+    """The CNN's gradient with value_coef 1 equals its gradient with value_coef 0 (imitation alone)
+    exactly when the value head reads stop-gradient features."""
+    _write_toy()
+    grads = []
+    for value_coef in (0.0, 1.0):
+        torch.manual_seed(0)
+        cfg = DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1, dropout=0.0,
+                       value_coef=value_coef, value_trains_encoder=trains_encoder)
+        tr = DTTrainer(resolve(cfg), tmp_path)
+        batch = tr.data.sample(4, 3, np.random.default_rng(0), tr.device)
+        loss, _ = tr.offline_loss(batch)
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in tr.model.embed_state.parameters()]))
+    assert grads[0].abs().sum() > 0
+    assert torch.equal(grads[0], grads[1]) != trains_encoder
+
+
 def test_masked_normalise_ignores_padding():
     x = torch.tensor([[9.0, 1.0, 3.0]])
     mask = torch.tensor([[False, True, True]])
