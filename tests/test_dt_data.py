@@ -122,6 +122,24 @@ def test_value_loss_reaches_the_cnn_only_when_asked(tmp_path, trains_encoder):
     assert torch.equal(grads[0], grads[1]) != trains_encoder
 
 
+def test_value_gradients_do_not_scale_the_imitation_step(tmp_path):
+    """With a stop-gradient value head, the clipped imitation gradients are the same whatever the value
+    loss's size: the value head's norm is clipped on its own (a common clip would shrink them)."""
+    _write_toy()
+    grads = []
+    for value_coef in (0.0, 1000.0):
+        torch.manual_seed(0)
+        cfg = DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1, dropout=0.0,
+                       value_coef=value_coef, max_grad_norm=0.01)
+        tr = DTTrainer(resolve(cfg), tmp_path)
+        loss, _ = tr.offline_loss(tr.data.sample(4, 3, np.random.default_rng(0), tr.device))
+        loss.backward()
+        norms = tr.clip_gradients()
+        grads.append(torch.cat([p.grad.flatten() for p in tr.imitation_params if p.grad is not None]))
+    assert norms["train/value_grad_norm"] > 0.01  # the value head's own clip was active
+    assert torch.equal(grads[0], grads[1])
+
+
 def test_masked_normalise_ignores_padding():
     x = torch.tensor([[9.0, 1.0, 3.0]])
     mask = torch.tensor([[False, True, True]])
