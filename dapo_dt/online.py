@@ -75,7 +75,7 @@ def _evaluate(tr: DTTrainer, b: DTBatch) -> tuple[torch.Tensor, torch.Tensor]:
     adv = torch.full_like(b.rtg, tr.cfg.target_advantage) if tr.cfg.advantage_modulation else None
     out = tr.model(b.rtg / tr.scale, None, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
     logp = torch.log_softmax(out.logits.float(), -1).gather(-1, b.actions.unsqueeze(-1)).squeeze(-1)
-    return logp, tr.model.value_head(feats).squeeze(-1)
+    return logp, out.values
 
 
 def _imitation_loss(tr: DTTrainer, b: DTBatch):

@@ -95,7 +95,7 @@ class DTTrainer:
         if self.model.value_head is not None:
             values = self.model.encode_states(b.frames)                      # (B, K, d) reused below
             v_in = values if c.value_trains_encoder else values.detach()
-            v = self.model.value_head(v_in).squeeze(-1)                      # (B, K)
+            v = self.model.value(v_in)                                       # (B, K)
             v_loss = ((v - rtg) ** 2)[b.mask].mean()
             adv = masked_normalise(rtg - v.detach(), b.mask)                 # (B, K)
             if c.advantage_weighting:
