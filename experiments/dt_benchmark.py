@@ -125,10 +125,11 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
             else:
                 dt_steps = steps_to_threshold(*mean_curves["dt"], dt_final)
                 dapo_steps = steps_to_threshold(*mean_curves["dapo-dt"], dt_final)
+                dapo = (f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}" if np.isfinite(dapo_steps)
+                        else f"DAPO-DT never within {mean_curves['dapo-dt'][0][-1]:.0f} (no ratio")
                 lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
-                             f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}; the source claims "
-                             "<= 0.72). Evaluations are every `--eval-every` steps, so steps are resolved to that "
-                             "grid.")
+                             f"{dapo}; the source claims <= 0.72). Evaluations are every `--eval-every` steps, so "
+                             "steps are resolved to that grid.")
         if len(fractions) > 1:
             fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
             for algo in ALGOS:

@@ -238,3 +238,15 @@ def test_dt_benchmark_report_skips_the_ratio_at_random_play(tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert "not measured, DT ends at the random-play level (human-normalised 0.007 < 0.05)" in md
     assert "ratio" not in md.split("Gradient steps to")[1]
+
+
+def test_dt_benchmark_report_says_when_dapo_dt_never_reaches_dt(tmp_path):
+    """DT ends at +1.0; DAPO-DT's best is -6.0, so there is no step count and no ratio to print."""
+    from experiments.dt_benchmark import report
+
+    _write_toy()
+    for algo, scores in {"dt": [-9.5, 1.0], "dapo-dt": [-20.0, -6.0]}.items():
+        _fake_dt_run(tmp_path / "runs", algo, 1.0, 1, (1000, 2000), scores)
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test")
+    md = (tmp_path / "results.md").read_text()
+    assert "DT 2000, DAPO-DT never within 2000 (no ratio;" in md and "nan" not in md
