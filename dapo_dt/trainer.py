@@ -131,8 +131,9 @@ class DTTrainer:
         return {**metrics, "train/loss": float(loss.detach()), "train/lr": lr}
 
     def clip_gradients(self) -> dict[str, float]:
-        """Clip the value head's gradient norm apart from the rest: its regression gradients (norms of
-        10-70 early on Pong) would otherwise set the common clip factor and shrink the imitation step."""
+        """Clip the value head's gradient norm apart from the rest: early on Pong its regression gradients
+        are several times the imitation gradients' norm, and a common clip factor would shrink the imitation
+        step by whatever the value loss happens to be."""
         c, out = self.cfg, {}
         out["train/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.imitation_params, c.max_grad_norm))
         if self.value_params:
