@@ -103,6 +103,17 @@ def test_dapo_dt_loss_weights_and_value_head(tmp_path):
     assert dt.scale == 3.0 and dt.target_return == 3.0  # largest |episode return|, best episode
 
 
+def _dapo_dt_after_backward(tmp_path, **overrides) -> DTTrainer:
+    """A tiny seeded DAPO-DT (no dropout) on the toy dataset after one offline loss's backward pass on a
+    fixed batch."""
+    torch.manual_seed(0)
+    cfg = DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1, dropout=0.0, **overrides)
+    tr = DTTrainer(resolve(cfg), tmp_path)
+    loss, _ = tr.offline_loss(tr.data.sample(4, 3, np.random.default_rng(0), tr.device))
+    loss.backward()
+    return tr
+
+
 @pytest.mark.parametrize("trains_encoder", [False, True])
 def test_value_loss_reaches_the_cnn_only_when_asked(tmp_path, trains_encoder):
     """The CNN's gradient with value_coef 1 equals its gradient with value_coef 0 (imitation alone)
@@ -110,13 +121,7 @@ def test_value_loss_reaches_the_cnn_only_when_asked(tmp_path, trains_encoder):
     _write_toy()
     grads = []
     for value_coef in (0.0, 1.0):
-        torch.manual_seed(0)
-        cfg = DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1, dropout=0.0,
-                       value_coef=value_coef, value_trains_encoder=trains_encoder)
-        tr = DTTrainer(resolve(cfg), tmp_path)
-        batch = tr.data.sample(4, 3, np.random.default_rng(0), tr.device)
-        loss, _ = tr.offline_loss(batch)
-        loss.backward()
+        tr = _dapo_dt_after_backward(tmp_path, value_coef=value_coef, value_trains_encoder=trains_encoder)
         grads.append(torch.cat([p.grad.flatten() for p in tr.model.embed_state.parameters()]))
     assert grads[0].abs().sum() > 0
     assert torch.equal(grads[0], grads[1]) != trains_encoder
@@ -128,12 +133,7 @@ def test_value_gradients_do_not_scale_the_imitation_step(tmp_path):
     _write_toy()
     grads = []
     for value_coef in (0.0, 1000.0):
-        torch.manual_seed(0)
-        cfg = DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1, dropout=0.0,
-                       value_coef=value_coef, max_grad_norm=0.01)
-        tr = DTTrainer(resolve(cfg), tmp_path)
-        loss, _ = tr.offline_loss(tr.data.sample(4, 3, np.random.default_rng(0), tr.device))
-        loss.backward()
+        tr = _dapo_dt_after_backward(tmp_path, value_coef=value_coef, max_grad_norm=0.01)
         norms = tr.clip_gradients()
         grads.append(torch.cat([p.grad.flatten() for p in tr.imitation_params if p.grad is not None]))
     assert norms["train/value_grad_norm"] > 0.01  # the value head's own clip was active
