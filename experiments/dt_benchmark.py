@@ -1,16 +1,18 @@
 """Decision Transformer benchmark (issue #6): DT vs DAPO-DT on the same Atari datasets and budgets.
 
-For every ``ENV=DATASET`` pair, algorithm, dataset fraction and seed, one ``dapo run --algo dt|dapo-dt``
-runs in its own process under ``RUNS/<env>/<algo>/frac<f>/s<seed>`` (resumable: finished runs are
-skipped, interrupted ones resumed).  The report gives, per env:
+For every ``ENV=DATASET`` pair, variant, dataset fraction and seed, one ``dapo run`` runs in its own
+process under ``RUNS/<env>/<variant>/frac<f>/s<seed>`` (resumable: finished runs are skipped, interrupted
+ones resumed).  Variants are ``dt``, ``dapo-dt`` and DAPO-DT ablations (``VARIANTS``).  The report gives,
+per env:
 
 - the final evaluation score (whole games, mean over seeds +- std, human-normalised);
-- score versus gradient steps (mean +- std over seeds, one PNG per env) and the gradient steps DAPO-DT
-  needs to reach DT's final score (the source claims 28% fewer: ratio <= 0.72);
+- score versus gradient steps (mean +- std over seeds, one PNG per env) and the gradient steps each
+  DAPO-DT variant needs to reach DT's final score (the source claims 28% fewer: ratio <= 0.72);
 - score versus dataset size (the ``--fractions`` of the dataset's steps).
 
     python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --seeds 1 2 3 --grad-steps 2000
     python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --fractions 0.25 0.5 1 --seeds 1 2 3
+    python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --variants dt dapo-dt dapo-dt-no-weighting
 """
 from __future__ import annotations
 
@@ -23,17 +25,26 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.notes import write_results_md
 from experiments.stats import steps_to_threshold
 from experiments.sweep import ROOT, run_cli
 
-ALGOS = ("dt", "dapo-dt")
+VARIANTS = {
+    "dt": ["--algo", "dt"],
+    "dapo-dt": ["--algo", "dapo-dt"],
+    # ablations: DAPO-DT with one mechanism removed or restored (SPEC 4)
+    "dapo-dt-no-weighting": ["--algo", "dapo-dt", "--no-advantage-weighting"],  # FiLM and value head only
+    "dapo-dt-no-modulation": ["--algo", "dapo-dt", "--no-advantage-modulation"],  # weighted loss only
+    "dapo-dt-value-trains-encoder": ["--algo", "dapo-dt", "--value-trains-encoder"],  # the pre-fix value head
+}
+DEFAULT_VARIANTS = ("dt", "dapo-dt")
 RANDOM_LEVEL = 0.05
 """Human-normalised score below which DT counts as playing at random level: the steps-to-DT's-score ratio
 is then not reported (on Pong 0.05 is -19.2 against random play's -20.7)."""
 
 
-def run_path(runs: Path, env: str, algo: str, frac: float, seed: int) -> Path:
-    return runs / env.replace("/", "-") / algo / f"frac{frac:g}" / f"s{seed}"
+def run_path(runs: Path, env: str, variant: str, frac: float, seed: int) -> Path:
+    return runs / env.replace("/", "-") / variant / f"frac{frac:g}" / f"s{seed}"
 
 
 def dataset_steps(name: str) -> int:
@@ -65,7 +76,8 @@ def _save(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, command: str) -> None:
+def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, command: str,
+           variants=DEFAULT_VARIANTS) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,34 +100,37 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                   f"Dataset: {ds['episodes']} games, {ds['steps']} steps, return mean {ds['return_mean']:.2f} +- "
                   f"{ds['return_std']:.2f}, min/q25/median/q75/max {ds['return_min_q25_median_q75_max']}, behaviour "
                   f"policies {ds['policies']} with epsilon {ds['epsilon']}.\n",
-                  "| algo | data fraction | seeds | final score (mean +- std) | human-normalised |", "|---|---|---|---|---|"]
+                  "| variant | data fraction | seeds | final score (mean +- std) | human-normalised | per seed |",
+                  "|---|---|---|---|---|---|"]
         fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
         finals: dict[tuple[str, float], list[float]] = {}
         mean_curves = {}
-        for algo in ALGOS:
+        for variant in variants:
             for frac in fractions:
-                done = [run_path(runs, env, algo, frac, s) for s in seeds]
+                done = [run_path(runs, env, variant, frac, s) for s in seeds]
                 done = [d for d in done if (d / "summary.json").exists()]
                 if not done:
                     continue
                 sums = [json.loads((d / "summary.json").read_text()) for d in done]
-                finals[algo, frac] = [s["eval_return_mean"] for s in sums]
+                finals[variant, frac] = [s["eval_return_mean"] for s in sums]
                 for d, s in zip(done, sums):
-                    rows.append({"env": env, "algo": algo, "fraction": frac, "seed": s["seed"],
+                    rows.append({"env": env, "variant": variant, "fraction": frac, "seed": s["seed"],
                                  "dataset_steps": s["dataset_steps"], "grad_steps": s["grad_steps"],
                                  "online_env_steps": s["online_env_steps"], "eval_return_mean": s["eval_return_mean"],
                                  "human_normalised": s["human_normalised"], "wall_time_s": s["wall_time_s"]})
-                v = np.array(finals[algo, frac])
+                v = np.array(finals[variant, frac])
                 hn = np.mean([s["human_normalised"] for s in sums])
-                lines.append(f"| {algo} | {frac:g} | {len(v)} | {v.mean():.2f} +- {v.std():.2f} | {hn:.3f} |")
+                per_seed = ", ".join(f"{x:+.1f}" for x in v)
+                lines.append(f"| {variant} | {frac:g} | {len(v)} | {v.mean():.2f} +- {v.std():.2f} | {hn:.3f} | {per_seed} |")
                 if frac == max(fractions):
                     curves = [curve(d) for d in done]
                     steps = np.array(sorted(set.intersection(*(set(c[0].tolist()) for c in curves))))
                     ys = np.stack([[y for x, y in zip(*c) if x in set(steps.tolist())] for c in curves])
-                    mean_curves[algo] = (steps, ys.mean(0))
-                    ax.plot(steps, ys.mean(0), label=algo)
+                    mean_curves[variant] = (steps, ys.mean(0))
+                    ax.plot(steps, ys.mean(0), label=variant)
                     ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)
-        if set(mean_curves) == set(ALGOS):
+        challengers = [v for v in variants if v != "dt" and v in mean_curves]
+        if "dt" in mean_curves and challengers:
             dt_final = mean_curves["dt"][1][-1]
             dt_normalised = human_normalised(env, dt_final)
             if dt_normalised < RANDOM_LEVEL:
@@ -124,23 +139,25 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                              "reaching its score says nothing about sample efficiency.")
             else:
                 dt_steps = steps_to_threshold(*mean_curves["dt"], dt_final)
-                dapo_steps = steps_to_threshold(*mean_curves["dapo-dt"], dt_final)
-                dapo = (f"DAPO-DT {dapo_steps:.0f} (ratio {dapo_steps / dt_steps:.2f}" if np.isfinite(dapo_steps)
-                        else f"DAPO-DT never within {mean_curves['dapo-dt'][0][-1]:.0f} (no ratio")
+                reached = []
+                for v in challengers:
+                    name, v_steps = ("DAPO-DT" if v == "dapo-dt" else v), steps_to_threshold(*mean_curves[v], dt_final)
+                    reached.append(f"{name} {v_steps:.0f} (ratio {v_steps / dt_steps:.2f})" if np.isfinite(v_steps)
+                                   else f"{name} never within {mean_curves[v][0][-1]:.0f} (no ratio)")
                 lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
-                             f"{dapo}; the source claims <= 0.72). Evaluations are every `--eval-every` steps, so "
-                             "steps are resolved to that grid.")
+                             f"{', '.join(reached)}; the source claims a DAPO-DT ratio <= 0.72. Evaluations are every "
+                             "`--eval-every` steps, so steps are resolved to that grid.")
         if len(fractions) > 1:
             fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
-            for algo in ALGOS:
-                pts = [(f * ds["steps"], np.mean(finals[algo, f]), np.std(finals[algo, f]))
-                       for f in sorted(fractions) if (algo, f) in finals]
+            for variant in variants:
+                pts = [(f * ds["steps"], np.mean(finals[variant, f]), np.std(finals[variant, f]))
+                       for f in sorted(fractions) if (variant, f) in finals]
                 if pts:
                     x, y, e = map(np.array, zip(*pts))
-                    ax2.errorbar(x, y, yerr=e, marker="o", capsize=3, label=algo)
+                    ax2.errorbar(x, y, yerr=e, marker="o", capsize=3, label=variant)
             _save(fig2, ax2, "dataset steps used", "final evaluation score", f"Score vs dataset size, {env}",
                   out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
-        _save(fig, ax, "gradient steps", "evaluation score (whole games)", f"DT vs DAPO-DT on {env}",
+        _save(fig, ax, "gradient steps", "evaluation score (whole games)", f"{' vs '.join(variants)} on {env}",
               out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
     import csv
 
@@ -148,13 +165,15 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
         w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["env"])
         w.writeheader()
         w.writerows(rows)
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    write_results_md(out / "results.md", "\n".join(lines))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", nargs="+", required=True, metavar="ENV=DATASET",
                    help="Atari env and the Minari dataset made for it by 'dapo dataset collect'")
+    p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS),
+                   help="dt, dapo-dt and DAPO-DT ablations (each one 'dapo run' per env, fraction and seed)")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--fractions", nargs="+", type=float, default=[1.0], help="fractions of the dataset's steps")
     p.add_argument("--grad-steps", type=int, default=2000, help="offline gradient steps per run")
@@ -165,7 +184,8 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "dt")
     p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "dt_benchmark")
-    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="rebuild the tables and plots from finished runs (notes below the results.md marker are kept)")
     args = p.parse_args()
     try:
         data = dict(pair.split("=", 1) for pair in args.data)
@@ -178,18 +198,18 @@ def main() -> None:
             total = dataset_steps(name)
             for frac in args.fractions:
                 for seed in args.seeds:
-                    for algo in ALGOS:
-                        flags = ["--algo", algo, "--env", env, "--dataset", name, "--seed", str(seed),
+                    for variant in args.variants:
+                        flags = [*VARIANTS[variant], "--env", env, "--dataset", name, "--seed", str(seed),
                                  "--grad-steps", str(args.grad_steps), "--eval-every", str(args.eval_every),
                                  "--eval-episodes", str(args.eval_episodes), "--online-steps", str(args.online_steps),
                                  "--dataset-steps", str(max(1, int(frac * total))), "--no-progress", *args.extra]
-                        jobs.append((run_path(args.runs_dir, env, algo, frac, seed), flags))
+                        jobs.append((run_path(args.runs_dir, env, variant, frac, seed), flags))
         print(f"{len(jobs)} runs, {args.jobs} at a time, into {args.runs_dir}", flush=True)
         with ThreadPoolExecutor(args.jobs) as pool:
             for msg in pool.map(lambda j: run_cli(*j), jobs):
                 print(msg, flush=True)
     command = "python " + " ".join(a for a in sys.argv if a != "--report-only")  # the sweep that made the runs
-    report(args.out, args.runs_dir, data, args.seeds, args.fractions, command)
+    report(args.out, args.runs_dir, data, args.seeds, args.fractions, command, args.variants)
     print((args.out / "results.md").read_text())
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.notes import write_results_md
 from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
 
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
@@ -166,7 +167,7 @@ def write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall) -
               f"; machine: {platform.processor() or platform.machine()}, {_cpus()} CPU cores shared with other work, "
               f"no GPU; total wall time of this invocation {wall / 60:.1f} min (finished runs are skipped on re-runs).",
               "", "![learning curves](learning_curves.png)"]
-    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+    write_results_md(args.out / "results.md", "\n".join(lines))
 
 
 def _cpus() -> int:

@@ -120,7 +120,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "mujoco", help="tables and plots")
     p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "mujoco_benchmark", help="run directories")
     p.add_argument("--quick", action="store_true", help="smoke preset: HalfCheetah, 2 seeds, 8192 steps")
-    p.add_argument("--report-only", action="store_true", help="rebuild the tables and plots from finished runs")
+    p.add_argument("--report-only", action="store_true",
+                   help="rebuild the tables and plots from finished runs (notes below the results.md marker are kept)")
     p.add_argument("--sb3-worker", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.sb3_worker:

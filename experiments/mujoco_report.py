@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.bench_throughput import machine
+from experiments.notes import write_results_md
 from experiments.stats import iqm, probability_of_improvement, stratified_bootstrap_ci
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
@@ -179,5 +180,5 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]
-    (out / "results.md").write_text("\n".join(md) + "\n")
+    write_results_md(out / "results.md", "\n".join(md))
     print("\n".join(md))

@@ -7,6 +7,8 @@ import statistics
 import time
 from pathlib import Path
 
+from experiments.notes import write_results_md
+
 
 def _median(rows: list[dict], key: str) -> float:
     vals = [r[key] for r in rows if key in r and not math.isnan(r[key])]
@@ -84,5 +86,5 @@ def write_report(rows: list[dict], out: Path, command: str, machine: str, args) 
         md += ["## (d) DAPO's per-iteration overhead over PPO", "",
                f"Median iteration time: ppo {ppo_it:.3f}s, dapo {dapo_it:.3f}s: overhead {overhead:+.1%} "
                f"(target <= +15%: {'met' if overhead <= 0.15 else 'NOT met'}).", ""]
-    (out / "results.md").write_text("\n".join(md))
+    write_results_md(out / "results.md", "\n".join(md))
     print("\n".join(md))

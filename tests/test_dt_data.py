@@ -192,12 +192,12 @@ def test_collect_train_eval_end_to_end(tmp_path, capsys):
     assert "eval_return_mean" in capsys.readouterr().out
 
 
-def _fake_dt_run(runs, algo, frac, seed, steps, scores):
+def _fake_dt_run(runs, variant, frac, seed, steps, scores):
     """A finished dt_benchmark run directory on Pong: ``eval/return_mean`` = ``scores`` at ``steps``."""
     from core.logging import MetricLogger
     from experiments.dt_benchmark import run_path
 
-    d = run_path(runs, "ALE/Pong-v5", algo, frac, seed)
+    d = run_path(runs, "ALE/Pong-v5", variant, frac, seed)
     d.mkdir(parents=True)
     log = MetricLogger(d, tensorboard=False)
     for step, score in zip(steps, scores):
@@ -249,4 +249,28 @@ def test_dt_benchmark_report_says_when_dapo_dt_never_reaches_dt(tmp_path):
         _fake_dt_run(tmp_path / "runs", algo, 1.0, 1, (1000, 2000), scores)
     report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test")
     md = (tmp_path / "results.md").read_text()
-    assert "DT 2000, DAPO-DT never within 2000 (no ratio;" in md and "nan" not in md
+    assert "DT 2000, DAPO-DT never within 2000 (no ratio)" in md and "nan" not in md
+
+
+def test_dt_benchmark_report_ranks_every_ablation_against_dt_and_keeps_notes(tmp_path):
+    """Each DAPO-DT variant gets its own steps-to-DT's-score ratio (DT reaches 2.0 at step 300; the
+    no-weighting ablation at 100 -> 0.33, the no-modulation one never), and regenerating the report keeps
+    the hand-written notes under the marker."""
+    from experiments.dt_benchmark import report
+    from experiments.notes import NOTES_MARKER
+
+    _write_toy()
+    curves = {"dt": [-5.0, 0.0, 2.0], "dapo-dt-no-weighting": [3.0, 1.0, 2.5], "dapo-dt-no-modulation": [-9.0, -4.0, 1.0]}
+    for variant, scores in curves.items():
+        _fake_dt_run(tmp_path / "runs", variant, 1.0, 1, (100, 200, 300), scores)
+    variants = list(curves)
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test", variants)
+    md = tmp_path / "results.md"
+    assert "| dapo-dt-no-modulation | 1 | 1 | 1.00 +- 0.00 | " in md.read_text()
+    assert ("DT 300, dapo-dt-no-weighting 100 (ratio 0.33), dapo-dt-no-modulation never within 300 (no ratio)"
+            in md.read_text())
+    md.write_text(md.read_text() + f"\n{NOTES_MARKER}\nSeed 1 only: a hand-written note.\n")
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test again", variants)
+    text = md.read_text()
+    assert "Command: `test again`" in text and text.count("| dt | 1 | 1 |") == 1
+    assert text.endswith(f"{NOTES_MARKER}\nSeed 1 only: a hand-written note.\n")
