@@ -77,6 +77,14 @@ class DTConfig:
     """T of the exponential advantage weights (normalised advantages)."""
     adv_max_weight: float = 20.0
     """Upper clip of the advantage weights (AWR's 20)."""
+    ev_gated_weights: bool = False
+    """Scale the advantages inside the weights by the value head's explained variance on the batch,
+    exp(clip(EV, 0, 1) * A / T): uniform weights (plain DT imitation) while the critic explains nothing,
+    full strength once it explains the returns (GRPO's trust-the-critic rule, SPEC 2.2)."""
+    adv_gamma: float = 1.0
+    """Discount of the hindsight return the value head regresses on and advantages A = G - V(s) measure
+    against (1: the undiscounted return-to-go the DT is conditioned on).  Below 1 the advantage credits the
+    next rewards (on Pong, gamma 0.99 ~ the next point) instead of the whole rest of a mixed-policy game."""
     value_coef: float = 0.5
     """Weight of the value-head regression loss."""
     value_trains_encoder: bool = False
@@ -154,4 +162,5 @@ def validate(c: DTConfig) -> None:
     require(0 <= c.dropout < 1, f"--dropout must be in [0, 1), got {c.dropout}")
     require(c.online_steps >= 0 and c.warmup_steps >= 0 and c.value_coef >= 0 and c.weight_decay >= 0,
             "--online-steps, --warmup-steps, --value-coef and --weight-decay must be >= 0")
+    require(0 < c.adv_gamma <= 1, f"--adv-gamma must be in (0, 1], got {c.adv_gamma}")
     require(c.dataset_steps is None or c.dataset_steps >= 1, f"--dataset-steps must be >= 1, got {c.dataset_steps}")

@@ -224,13 +224,14 @@ class DTBatch(NamedTuple):
     actions: Tensor    # (B, K) long
     timesteps: Tensor  # (B, K) long, step index within the episode
     mask: Tensor       # (B, K) bool, False for padding
-    returns: Tensor    # (B, K) hindsight return-to-go G_t (equal to rtg for offline data)
+    returns: Tensor    # (B, K) hindsight return G_t V regresses on: rewards-to-go discounted by value_gamma
 
 
 @dataclass
 class Trajectories:
     """All episodes of a dataset in memory: frames ``(F, 84, 84)`` uint8 (``T_e + 1`` per episode),
-    actions/rewards/rtg ``(S,)`` over the ``S`` steps, and per-step indices into the frames."""
+    actions/rtg ``(S,)`` over the ``S`` steps, and per-step indices into the frames.  ``value_targets`` ``(S,)``
+    is the hindsight return a value head learns, ``sum_k gamma^k r_{t+k}`` (the return-to-go for gamma 1)."""
 
     frames: np.ndarray
     actions: np.ndarray
@@ -242,10 +243,11 @@ class Trajectories:
     episode_returns: np.ndarray
     n_actions: int
     env_id: str
+    value_targets: np.ndarray
     cond_rtg: Optional[np.ndarray] = None  # (S,) acting-time return-to-go inputs of online games
 
     @classmethod
-    def from_dataset(cls, name: str, max_steps: Optional[int] = None) -> "Trajectories":
+    def from_dataset(cls, name: str, max_steps: Optional[int] = None, value_gamma: float = 1.0) -> "Trajectories":
         """Load ``name``; ``max_steps`` keeps whole episodes, in a fixed shuffled order, up to that many
         steps (data-size studies; the shuffle keeps the mixture of policies and game lengths)."""
         ds, meta = load(name)
@@ -258,20 +260,22 @@ class Trajectories:
             episodes.append((np.asarray(ep.observations, np.uint8), np.asarray(ep.actions, np.int64),
                              np.asarray(ep.rewards, np.float32)))
             n_steps += T
-        return cls.from_episodes(episodes, int(ds.action_space.n), meta["env_id"])
+        return cls.from_episodes(episodes, int(ds.action_space.n), meta["env_id"], value_gamma=value_gamma)
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], n_actions: int,
-                      env_id: str, cond_rtg: Optional[Sequence[np.ndarray]] = None) -> "Trajectories":
+                      env_id: str, cond_rtg: Optional[Sequence[np.ndarray]] = None,
+                      value_gamma: float = 1.0) -> "Trajectories":
         """From ``(frames (T+1, 84, 84), actions (T,), rewards (T,))`` per episode; ``cond_rtg`` gives
         per-episode return-to-go inputs that differ from the hindsight ones (online games)."""
-        frames, actions, rtg, ts, fidx, start, ffirst, rets = [], [], [], [], [], [], [], []
+        frames, actions, rtg, ts, fidx, start, ffirst, rets, vt = [], [], [], [], [], [], [], [], []
         n_frames = n_steps = 0
         for f, a, r in episodes:
             T = len(a)
             frames.append(f)
             actions.append(a)
             rtg.append(np.cumsum(r[::-1])[::-1].astype(np.float32))
+            vt.append(rtg[-1] if value_gamma == 1.0 else discounted_returns(r, value_gamma))
             ts.append(np.arange(T))
             fidx.append(n_frames + np.arange(T))
             start.append(np.full(T, n_steps))
@@ -281,7 +285,8 @@ class Trajectories:
             n_steps += T
         cat = np.concatenate
         return cls(cat(frames), cat(actions), cat(rtg), cat(ts), cat(fidx), cat(start), cat(ffirst),
-                   np.array(rets), n_actions, env_id, None if cond_rtg is None else cat(cond_rtg).astype(np.float32))
+                   np.array(rets), n_actions, env_id, cat(vt),
+                   None if cond_rtg is None else cat(cond_rtg).astype(np.float32))
 
     @property
     def num_steps(self) -> int:
@@ -301,10 +306,20 @@ class Trajectories:
         steps = np.where(mask, steps, end[:, None])                       # padding reuses a real index
         def t(x, dtype=None):
             return torch.as_tensor(x, device=device, dtype=dtype)
-        returns = t(np.where(mask, self.rtg[steps], 0.0), torch.float32)
-        cond = returns if self.cond_rtg is None else t(np.where(mask, self.cond_rtg[steps], 0.0), torch.float32)
+        rtg = t(np.where(mask, self.rtg[steps], 0.0), torch.float32)
+        cond = rtg if self.cond_rtg is None else t(np.where(mask, self.cond_rtg[steps], 0.0), torch.float32)
+        returns = t(np.where(mask, self.value_targets[steps], 0.0), torch.float32)
         return DTBatch(cond, t(self.stacks(steps)), t(np.where(mask, self.actions[steps], 0)),
                        t(np.where(mask, self.timesteps[steps], 0)), t(mask), returns)
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    """``G_t = sum_k gamma^k r_{t+k}`` within one episode ``(T,)`` -> ``(T,)`` float32."""
+    out, g = np.empty(len(rewards), np.float32), 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        g = rewards[t] + gamma * g
+        out[t] = g
+    return out
 
 
 def return_scale(traj: Trajectories) -> float:

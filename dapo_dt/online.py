@@ -42,7 +42,7 @@ def online_iteration(tr: DTTrainer) -> dict[str, float]:
     tr.env_steps += steps
     dapo = c.algo == "dapo-dt"
     data = Trajectories.from_episodes([(g.frames, g.actions, g.rewards) for g in games], tr.data.n_actions, c.env,
-                                      cond_rtg=[g.rtg_in for g in games] if dapo else None)
+                                      cond_rtg=[g.rtg_in for g in games] if dapo else None, value_gamma=c.adv_gamma)
     n_updates = max(1, c.online_epochs * steps // (c.batch_size * c.context_len))
     batches = [data.sample(c.batch_size, c.context_len, tr.rng, tr.device) for _ in range(n_updates)]
     metrics: dict[str, list[float]] = {}

@@ -3,10 +3,13 @@
 DT (Chen et al. 2021): cross-entropy of the dataset's actions given (R, s, a) contexts.
 DAPO-DT adds, on the same batches:
 
-- a value head ``V(s_t)`` regressed on the scaled return-to-go ``G_t``;
-- advantages ``A_t = G_t - V(s_t)`` (``V`` detached), normalised over the batch's real tokens;
+- a value head ``V(s_t)`` regressed on the scaled hindsight return ``G_t``;
+- advantages ``A_t = G_t - V(s_t)`` (``V`` detached), normalised over the batch's real tokens, with ``G_t``
+  the return-to-go or, with ``--adv-gamma`` below 1, the discounted return;
 - per-token weights ``clip(exp(A_t / T), max)`` on the action loss (core.losses), so actions that did
-  better than expected are imitated more and worse ones less (never ``|A|``, SPEC 4);
+  better than expected are imitated more and worse ones less (never ``|A|``, SPEC 4); optionally
+  ``exp(trust * A_t / T)`` with ``trust = clip(EV, 0, 1)`` the value head's explained variance, so that
+  an untrained critic's noise does not reweight the imitation (``--ev-gated-weights``);
 - the advantage FiLM after every attention sub-layer, fed ``A_t`` in training and a constant target
   advantage when acting.
 """
@@ -24,7 +27,7 @@ from torch import Tensor
 from core.checkpoint import save_checkpoint
 from core.config import ConfigError
 from core.loop import rng_state, seed_everything, set_rng_state, train_loop
-from core.losses import exponential_advantage_weights, weighted_action_loss
+from core.losses import exponential_advantage_weights, explained_variance, weighted_action_loss
 from core.trainer import pick_device
 from dapo_dt.acting import Episode, play
 from dapo_dt.config import DTConfig
@@ -40,6 +43,15 @@ def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, (x - real.mean()) / (real.std() + 1e-8), torch.zeros_like(x))
 
 
+def critic_trust(v: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+    """``clip(EV, 0, 1)`` of predictions ``v`` against ``target`` over the real tokens, all ``(B, K)``.
+
+    0 when the critic explains nothing (or the targets are constant), 1 when it explains them fully: the
+    same trust-the-critic-by-its-EV rule as GRPO's GAE lambda (SPEC 2.2), here scaling advantages."""
+    ev = explained_variance(v.detach()[mask], target[mask])
+    return torch.nan_to_num(ev, nan=0.0).clamp(0.0, 1.0)
+
+
 class DTTrainer:
     def __init__(self, cfg: DTConfig, run_dir: Path, checkpoint: Optional[dict] = None, load_data: bool = True):
         self.cfg, self.run_dir = cfg, Path(run_dir)
@@ -50,7 +62,7 @@ class DTTrainer:
             self.data, self.scale, self.target_return = None, checkpoint["scale"], checkpoint["target_return"]
             model_cfg = DTModelConfig(**checkpoint["model_config"])
         else:
-            self.data = Trajectories.from_dataset(cfg.dataset, cfg.dataset_steps)
+            self.data = Trajectories.from_dataset(cfg.dataset, cfg.dataset_steps, value_gamma=cfg.adv_gamma)
             if self.data.env_id != cfg.env:
                 raise ConfigError(f"dataset '{cfg.dataset}' was collected on {self.data.env_id}, not {cfg.env}; "
                                   f"pass --env {self.data.env_id}")
@@ -90,22 +102,25 @@ class DTTrainer:
 
     def offline_loss(self, b: DTBatch) -> tuple[Tensor, dict[str, float]]:
         """DT cross-entropy, plus for DAPO-DT the value loss, advantage weights and FiLM input."""
-        c, rtg = self.cfg, b.rtg / self.scale                                # (B, K) scaled G_t
+        c, rtg = self.cfg, b.rtg / self.scale                                # (B, K) scaled return-to-go
         adv, weights, metrics = None, None, {}
         if self.model.value_head is not None:
             values = self.model.encode_states(b.frames)                      # (B, K, d) reused below
             v_in = values if c.value_trains_encoder else values.detach()
             v = self.model.value(v_in)                                       # (B, K)
-            v_loss = ((v - rtg) ** 2)[b.mask].mean()
-            adv = masked_normalise(rtg - v.detach(), b.mask)                 # (B, K)
+            g = b.returns / self.scale                                       # (B, K) G_t, discounted by adv_gamma
+            v_loss = ((v - g) ** 2)[b.mask].mean()
+            adv = masked_normalise(g - v.detach(), b.mask)                   # (B, K)
+            trust = critic_trust(v, g, b.mask)
             if c.advantage_weighting:
-                weights = exponential_advantage_weights(adv, c.adv_temperature, c.adv_max_weight)
+                scale = trust if c.ev_gated_weights else 1.0
+                weights = exponential_advantage_weights(scale * adv, c.adv_temperature, c.adv_max_weight)
                 # self-normalised (mean 1 over real tokens): the weights reshape the loss across tokens
                 # without also raising the effective learning rate (E[exp(z)] = e^0.5 for z ~ N(0, 1))
                 weights = weights / weights[b.mask].mean()
             out = self.model(rtg, None, b.actions, b.timesteps, b.mask,
                              adv if c.advantage_modulation else None, state_feat=values)
-            metrics["train/value_loss"] = float(v_loss.detach())
+            metrics.update({"train/value_loss": float(v_loss.detach()), "train/critic_trust": float(trust)})
         else:
             out = self.model(rtg, b.frames, b.actions, b.timesteps, b.mask)
             v_loss = torch.zeros(())

@@ -36,6 +36,8 @@ VARIANTS = {
     "dapo-dt-no-weighting": ["--algo", "dapo-dt", "--no-advantage-weighting"],  # FiLM and value head only
     "dapo-dt-no-modulation": ["--algo", "dapo-dt", "--no-advantage-modulation"],  # weighted loss only
     "dapo-dt-value-trains-encoder": ["--algo", "dapo-dt", "--value-trains-encoder"],  # the pre-fix value head
+    "dapo-dt-ev-gated": ["--algo", "dapo-dt", "--ev-gated-weights"],  # weights trust the critic by its EV
+    "dapo-dt-gamma0.99": ["--algo", "dapo-dt", "--adv-gamma", "0.99"],  # A = discounted return - V
 }
 DEFAULT_VARIANTS = ("dt", "dapo-dt")
 RANDOM_LEVEL = 0.05

@@ -6,13 +6,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch import Tensor
 
 from core.cli import main
 from core.config import ConfigError
 from dapo_dt import data
 from dapo_dt.config import DTConfig, resolve
 from dapo_dt.online import CLIP_BOUNDS, adapt_clip
-from dapo_dt.trainer import DTTrainer, human_normalised, masked_normalise
+from dapo_dt import trainer as dt_trainer
+from dapo_dt.trainer import DTTrainer, critic_trust, human_normalised, masked_normalise
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +68,21 @@ def test_windows_are_left_padded_within_one_episode():
         assert (b.rtg[i][~m] == 0).all() and (b.actions[i][~m] == 0).all()
 
 
+def test_value_targets_discount_the_rewards_within_each_episode():
+    """Toy rewards (1, 0, 2) then (-1, -1), gamma 0.1: G = (1 + 0.1*0 + 0.01*2, 0 + 0.1*2, 2) = (1.02, 0.2, 2)
+    and (-1.1, -1); gamma 1 gives the return-to-go (3, 2, 2) and (-2, -1).  The DT's rtg input is unchanged."""
+    name = _write_toy()
+    discounted = data.Trajectories.from_dataset(name, value_gamma=0.1)
+    plain = data.Trajectories.from_dataset(name)
+    assert np.allclose(discounted.value_targets, [1.02, 0.2, 2.0, -1.1, -1.0])
+    assert np.allclose(plain.value_targets, [3.0, 2.0, 2.0, -2.0, -1.0]) and np.array_equal(plain.rtg, discounted.rtg)
+    b = discounted.sample(16, 3, np.random.default_rng(0), torch.device("cpu"))
+    first_step = b.mask & (b.timesteps == 0)
+    assert torch.allclose(b.returns[first_step], torch.where(b.rtg[first_step] > 0, 1.02, -1.1))
+    with pytest.raises(ConfigError, match="--adv-gamma must be in"):
+        resolve(DTConfig(dataset=name, adv_gamma=0.0))
+
+
 def test_bad_datasets_give_one_line_errors():
     with pytest.raises(ConfigError, match="no local Minari dataset 'missing-v0'"):
         data.load("missing-v0")
@@ -103,13 +120,21 @@ def test_dapo_dt_loss_weights_and_value_head(tmp_path):
     assert dt.scale == 3.0 and dt.target_return == 3.0  # largest |episode return|, best episode
 
 
-def _dapo_dt_after_backward(tmp_path, **overrides) -> DTTrainer:
-    """A tiny seeded DAPO-DT (no dropout) on the toy dataset after one offline loss's backward pass on a
-    fixed batch."""
+def _seeded_dapo_dt(tmp_path, **overrides) -> tuple[DTTrainer, Tensor, dict]:
+    """A tiny seeded DAPO-DT (no dropout) on the toy dataset, its offline loss and metrics on a fixed batch."""
     torch.manual_seed(0)
     cfg = DTConfig(dataset="toy-v0", algo="dapo-dt", context_len=3, n_embd=16, grad_steps=1, dropout=0.0, **overrides)
     tr = DTTrainer(resolve(cfg), tmp_path)
-    loss, _ = tr.offline_loss(tr.data.sample(4, 3, np.random.default_rng(0), tr.device))
+    return tr, *tr.offline_loss(tr.data.sample(4, 3, np.random.default_rng(0), tr.device))
+
+
+def _dapo_dt_metrics(tmp_path, **overrides) -> dict:
+    return _seeded_dapo_dt(tmp_path, **overrides)[2]
+
+
+def _dapo_dt_after_backward(tmp_path, **overrides) -> DTTrainer:
+    """The seeded DAPO-DT after one offline loss's backward pass on the fixed batch."""
+    tr, loss, _ = _seeded_dapo_dt(tmp_path, **overrides)
     loss.backward()
     return tr
 
@@ -138,6 +163,38 @@ def test_value_gradients_do_not_scale_the_imitation_step(tmp_path):
         grads.append(torch.cat([p.grad.flatten() for p in tr.imitation_params if p.grad is not None]))
     assert norms["train/value_grad_norm"] > 0.01  # the value head's own clip was active
     assert torch.equal(grads[0], grads[1])
+
+
+def test_critic_trust_hand_computed():
+    """Real tokens: V = (1, 2, 3) against G = (1, 2, 5): residuals (0, 0, 2) have variance 8/9, G has 26/9,
+    so EV = 1 - 8/26 = 9/13; the padded first token (V 9, G 0) is ignored.  A constant G or a critic worse
+    than the mean (EV < 0) gives trust 0."""
+    mask = torch.tensor([[False, True, True, True]])
+    target = torch.tensor([[0.0, 1.0, 2.0, 5.0]])
+    assert float(critic_trust(torch.tensor([[9.0, 1.0, 2.0, 3.0]]), target, mask)) == pytest.approx(9 / 13)
+    assert float(critic_trust(target, target, mask)) == 1.0
+    assert float(critic_trust(-target, target, mask)) == 0.0
+    assert float(critic_trust(target, torch.full((1, 4), 2.0), mask)) == 0.0
+
+
+@pytest.mark.parametrize("trust", [0.0, 1.0])
+def test_ev_gated_weights_follow_the_critic_trust(tmp_path, monkeypatch, trust):
+    """With --ev-gated-weights, a critic with trust 0 leaves the action loss unweighted (exactly DAPO-DT
+    without advantage weighting) and trust 1 gives the ungated exp(A/T) weights."""
+    _write_toy()
+    monkeypatch.setattr(dt_trainer, "critic_trust", lambda v, g, m: torch.tensor(trust))
+    batch_loss = {name: _dapo_dt_metrics(tmp_path, **kw)["train/action_loss"] for name, kw in
+                  {"unweighted": dict(advantage_weighting=False), "ungated": {}, "gated": dict(ev_gated_weights=True)}.items()}
+    assert batch_loss["ungated"] != batch_loss["unweighted"]  # the toy batch's weights are not uniform
+    assert batch_loss["gated"] == batch_loss["unweighted" if trust == 0.0 else "ungated"]
+
+
+def test_value_head_learns_the_discounted_return_with_adv_gamma(tmp_path):
+    """The value loss is measured against the batch's discounted returns, so the same seeded model and batch
+    give another value loss with --adv-gamma 0.1 than with the return-to-go (gamma 1)."""
+    _write_toy()
+    v_loss = {gamma: _dapo_dt_metrics(tmp_path, adv_gamma=gamma)["train/value_loss"] for gamma in (1.0, 0.1)}
+    assert v_loss[1.0] != pytest.approx(v_loss[0.1])
 
 
 def test_masked_normalise_ignores_padding():
