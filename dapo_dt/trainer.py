@@ -113,8 +113,8 @@ class DTTrainer:
             adv = masked_normalise(g - v.detach(), b.mask)                   # (B, K)
             trust = critic_trust(v, g, b.mask)
             if c.advantage_weighting:
-                scale = trust if c.ev_gated_weights else 1.0
-                weights = exponential_advantage_weights(scale * adv, c.adv_temperature, c.adv_max_weight)
+                strength = trust if c.ev_gated_weights else 1.0
+                weights = exponential_advantage_weights(strength * adv, c.adv_temperature, c.adv_max_weight)
                 # self-normalised (mean 1 over real tokens): the weights reshape the loss across tokens
                 # without also raising the effective learning rate (E[exp(z)] = e^0.5 for z ~ N(0, 1))
                 weights = weights / weights[b.mask].mean()
