@@ -92,6 +92,9 @@ class DTConfig:
     tokens.  Off: V reads stop-gradient features, so only imitation shapes the encoder, as in plain DT.
     On Pong the shared gradient kept DAPO-DT's grad norm above the clip (6.4 on average over the first 100
     steps, DT's 1.1) for ~250 steps and delayed imitation (experiments/results/dt/pong_v2_3k)."""
+    separate_value_encoder: bool = False
+    """Give the value head its own Nature CNN, trained by the value loss alone, instead of the imitation
+    encoder's stop-gradient features (on Pong those explain ~0 of the return's variance)."""
     target_advantage: float = 1.0
     """Advantage (in normalised units) the modulated model is conditioned on when acting."""
 
@@ -163,4 +166,6 @@ def validate(c: DTConfig) -> None:
     require(c.online_steps >= 0 and c.warmup_steps >= 0 and c.value_coef >= 0 and c.weight_decay >= 0,
             "--online-steps, --warmup-steps, --value-coef and --weight-decay must be >= 0")
     require(0 < c.adv_gamma <= 1, f"--adv-gamma must be in (0, 1], got {c.adv_gamma}")
+    require(not (c.separate_value_encoder and c.value_trains_encoder),
+            "--value-trains-encoder shares the imitation CNN with V; it excludes --separate-value-encoder")
     require(c.dataset_steps is None or c.dataset_steps >= 1, f"--dataset-steps must be >= 1, got {c.dataset_steps}")

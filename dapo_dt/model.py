@@ -7,7 +7,8 @@ token ``s_t``, which sees ``R_<=t, s_<=t, a_<t`` but not ``a_t`` itself.
 
 Two optional additions (both off gives the plain DT baseline):
 
-- ``value_head``: ``V(s_t)`` from the CNN features of ``s_t`` alone, for advantages ``A_t = G_t - V(s_t)``.
+- ``value_head``: ``V(s_t)`` from the CNN features of ``s_t`` alone, for advantages ``A_t = G_t - V(s_t)``;
+  with ``value_encoder`` V has its own CNN instead of reading the imitation encoder's features.
 - ``advantage_modulation``: a FiLM on the output of every block's attention sub-layer,
   ``h <- h * (1 + gamma_l(A)) + beta_l(A)``, zero-initialised so that at initialisation the model
   computes exactly the plain DT.  At evaluation time there is no true advantage: the caller passes a
@@ -51,6 +52,8 @@ class DTModelConfig:
     """Add the zero-initialised advantage FiLM after every block's attention sub-layer."""
     value_head: bool = False
     """Add the state-value head ``V(s_t)`` on the CNN features."""
+    value_encoder: bool = False
+    """Give V its own Nature CNN (trained by the value loss alone) instead of the imitation CNN's features."""
     attn_implementation: str = "sdpa"
     """GPT-2 attention kernel, "sdpa" or "eager" (both deterministic on CPU)."""
     bf16: bool = False
@@ -95,7 +98,9 @@ class DecisionTransformer(nn.Module):
         self.embed_ln = nn.LayerNorm(d)
         self.action_head = nn.Linear(d, cfg.n_actions)
 
-        self.value_head = None
+        self.value_head = self.value_cnn = None
+        if cfg.value_head and cfg.value_encoder:
+            self.value_cnn = NatureCNN(out_dim=d, bf16=cfg.bf16)
         if cfg.value_head:
             # V sees the CNN features of s_t only, never the transformer output: the state token attends
             # to R_t, and R_t (= G_t in the data) is exactly V's regression target, so a V read from the
@@ -139,10 +144,19 @@ class DecisionTransformer(nn.Module):
         stop-gradient value head diverged on Pong (value loss 0.5 -> 4.5 in 400 steps)."""
         return self.value_head(nn.functional.layer_norm(state_feat, state_feat.shape[-1:])).squeeze(-1)
 
-    def encode_states(self, frames: Tensor) -> Tensor:
-        """CNN features ``(B, K, d)`` of frames ``(B, K, 4, 84, 84)``; acting caches them step by step."""
+    def state_values(self, frames: Tensor | None, state_feat: Tensor) -> Tensor:
+        """``V(s_t)`` ``(B, K)``: from V's own CNN over ``frames`` ``(B, K, 4, 84, 84)`` with ``value_encoder``,
+        else from the imitation CNN's features ``state_feat`` ``(B, K, d)`` (which the caller may detach)."""
+        if self.value_cnn is not None:
+            return self.value(self.encode_states(frames, self.value_cnn))
+        return self.value(state_feat)
+
+    def encode_states(self, frames: Tensor, cnn: nn.Module | None = None) -> Tensor:
+        """CNN features ``(B, K, d)`` of frames ``(B, K, 4, 84, 84)`` by the state encoder (or ``cnn``);
+        acting caches them step by step."""
         B = frames.shape[0]
-        return rearrange(self.embed_state(rearrange(frames, "b k c h w -> (b k) c h w")), "(b k) d -> b k d", b=B)
+        cnn = self.embed_state if cnn is None else cnn
+        return rearrange(cnn(rearrange(frames, "b k c h w -> (b k) c h w")), "(b k) d -> b k d", b=B)
 
     def forward(self, rtg: Tensor, frames: Tensor | None, actions: Tensor, timesteps: Tensor, mask: Tensor,
                 advantages: Tensor | None = None, state_feat: Tensor | None = None) -> DTOutput:
@@ -160,7 +174,8 @@ class DecisionTransformer(nn.Module):
             state_feat: ``(B, K, d)`` precomputed :meth:`encode_states` of the frames (then ``frames``
                 may be ``None``).
         Returns:
-            :class:`DTOutput` with ``logits`` ``(B, K, n_actions)`` and ``values`` ``(B, K)`` or ``None``.
+            :class:`DTOutput` with ``logits`` ``(B, K, n_actions)`` and ``values`` ``(B, K)``, or ``None``
+            without a value head (or with V's own CNN when ``frames`` is ``None``).
         """
         if state_feat is None:
             state_feat = self.encode_states(frames)  # (B, K, d)
@@ -187,5 +202,6 @@ class DecisionTransformer(nn.Module):
 
         state_out = rearrange(hidden, "b (k n) d -> n b k d", n=3)[1]  # (B, K, d): outputs at s_t tokens
         logits = self.action_head(state_out)  # (B, K, n_actions)
-        values = None if self.value_head is None else self.value(state_feat)  # (B, K)
+        has_v = self.value_head is not None and (self.value_cnn is None or frames is not None)
+        values = self.state_values(frames, state_feat) if has_v else None  # (B, K)
         return DTOutput(logits, values)

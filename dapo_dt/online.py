@@ -73,7 +73,7 @@ def _evaluate(tr: DTTrainer, b: DTBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of the taken actions ``(B, K)`` and values ``(B, K)``, conditioned as when acting."""
     feats = tr.model.encode_states(b.frames)
     adv = torch.full_like(b.rtg, tr.cfg.target_advantage) if tr.cfg.advantage_modulation else None
-    out = tr.model(b.rtg / tr.scale, None, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
+    out = tr.model(b.rtg / tr.scale, b.frames, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
     logp = torch.log_softmax(out.logits.float(), -1).gather(-1, b.actions.unsqueeze(-1)).squeeze(-1)
     return logp, out.values
 

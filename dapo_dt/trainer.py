@@ -3,7 +3,8 @@
 DT (Chen et al. 2021): cross-entropy of the dataset's actions given (R, s, a) contexts.
 DAPO-DT adds, on the same batches:
 
-- a value head ``V(s_t)`` regressed on the scaled hindsight return ``G_t``;
+- a value head ``V(s_t)`` regressed on the scaled hindsight return ``G_t``, on stop-gradient features of the
+  imitation CNN or (``--separate-value-encoder``) on its own CNN;
 - advantages ``A_t = G_t - V(s_t)`` (``V`` detached), normalised over the batch's real tokens, with ``G_t``
   the return-to-go or, with ``--adv-gamma`` below 1, the discounted return;
 - per-token weights ``clip(exp(A_t / T), max)`` on the action loss (core.losses), so actions that did
@@ -75,9 +76,9 @@ class DTTrainer:
                 n_actions=self.data.n_actions, context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                 n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + 1, dropout=cfg.dropout,
                 advantage_modulation=cfg.advantage_modulation, value_head=cfg.algo == "dapo-dt",
-                bf16=cfg.precision == "bf16")
+                value_encoder=cfg.separate_value_encoder, bf16=cfg.precision == "bf16")
         self.model = DecisionTransformer(model_cfg).to(self.device)
-        value = set(self.model.value_head.parameters()) if self.model.value_head is not None else set()
+        value = {p for m in (self.model.value_head, self.model.value_cnn) if m is not None for p in m.parameters()}
         self.value_params = [p for p in self.model.parameters() if p in value]
         self.imitation_params = [p for p in self.model.parameters() if p not in value]
         decay = [p for p in self.model.parameters() if p.requires_grad and p.dim() >= 2]
@@ -107,7 +108,7 @@ class DTTrainer:
         if self.model.value_head is not None:
             values = self.model.encode_states(b.frames)                      # (B, K, d) reused below
             v_in = values if c.value_trains_encoder else values.detach()
-            v = self.model.value(v_in)                                       # (B, K)
+            v = self.model.state_values(b.frames, v_in)                      # (B, K)
             g = b.returns / self.scale                                       # (B, K) G_t, discounted by adv_gamma
             v_loss = ((v - g) ** 2)[b.mask].mean()
             adv = masked_normalise(g - v.detach(), b.mask)                   # (B, K)

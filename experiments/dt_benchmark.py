@@ -38,6 +38,7 @@ VARIANTS = {
     "dapo-dt-value-trains-encoder": ["--algo", "dapo-dt", "--value-trains-encoder"],  # the pre-fix value head
     "dapo-dt-ev-gated": ["--algo", "dapo-dt", "--ev-gated-weights"],  # weights trust the critic by its EV
     "dapo-dt-gamma0.99": ["--algo", "dapo-dt", "--adv-gamma", "0.99"],  # A = discounted return - V
+    "dapo-dt-value-cnn-gamma0.99": ["--algo", "dapo-dt", "--adv-gamma", "0.99", "--separate-value-encoder"],
 }
 DEFAULT_VARIANTS = ("dt", "dapo-dt")
 RANDOM_LEVEL = 0.05

@@ -152,6 +152,21 @@ def test_value_loss_reaches_the_cnn_only_when_asked(tmp_path, trains_encoder):
     assert torch.equal(grads[0], grads[1]) != trains_encoder
 
 
+def test_separate_value_encoder_is_trained_by_the_value_loss_alone(tmp_path):
+    """--separate-value-encoder: the imitation CNN's gradient is the same with value_coef 0 and 1, V's own
+    CNN is clipped with the value head, and sharing the imitation CNN at the same time is refused."""
+    _write_toy()
+    grads = []
+    for value_coef in (0.0, 1.0):
+        tr = _dapo_dt_after_backward(tmp_path, value_coef=value_coef, separate_value_encoder=True)
+        grads.append(torch.cat([p.grad.flatten() for p in tr.model.embed_state.parameters()]))
+    assert torch.equal(grads[0], grads[1]) and grads[0].abs().sum() > 0
+    assert all(any(p is q for q in tr.value_params) for p in tr.model.value_cnn.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in tr.model.value_cnn.parameters())
+    with pytest.raises(ConfigError, match="excludes --separate-value-encoder"):
+        resolve(DTConfig(dataset="toy-v0", algo="dapo-dt", separate_value_encoder=True, value_trains_encoder=True))
+
+
 def test_value_gradients_do_not_scale_the_imitation_step(tmp_path):
     """With a stop-gradient value head, the clipped imitation gradients are the same whatever the value
     loss's size: the value head's norm is clipped on its own (a common clip would shrink them)."""

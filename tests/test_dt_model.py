@@ -161,6 +161,26 @@ def test_value_head_ignores_rtg_actions_and_context():
     assert torch.equal(vals[:, 1:], ref[:, 1:]) and not torch.allclose(vals[:, 0], ref[:, 0])
 
 
+def test_separate_value_encoder_keeps_value_and_imitation_gradients_apart():
+    """With value_encoder, V reads its own CNN: the value output's gradient reaches that CNN and not the
+    imitation encoder, the logits' gradient the reverse; without frames (acting) no value is computed."""
+    model = _model(value_head=True, value_encoder=True)
+    batch = _batch()
+    out = model(**batch)
+    assert torch.equal(out.values, model.state_values(batch["frames"], None))
+    feats = model.encode_states(batch["frames"])
+    assert model(**{**batch, "frames": None}, state_feat=feats).values is None
+
+    def grads_of(loss):
+        model.zero_grad()
+        loss.backward()
+        return [any(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
+                for m in (model.value_cnn, model.embed_state)]
+
+    assert grads_of(model(**batch).values.sum()) == [True, False]
+    assert grads_of(model(**batch).logits.sum()) == [False, True]
+
+
 @pytest.mark.parametrize("modulated", [False, True])
 def test_left_padding_does_not_affect_real_positions(modulated):
     model = _model(advantage_modulation=modulated, value_head=True)
