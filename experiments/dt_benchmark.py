@@ -107,7 +107,7 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                   "|---|---|---|---|---|---|"]
         fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
         finals: dict[tuple[str, float], list[float]] = {}
-        mean_curves = {}
+        mean_curves, curve_rows = {}, []
         for variant in variants:
             for frac in fractions:
                 done = [run_path(runs, env, variant, frac, s) for s in seeds]
@@ -130,8 +130,20 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                     steps = np.array(sorted(set.intersection(*(set(c[0].tolist()) for c in curves))))
                     ys = np.stack([[y for x, y in zip(*c) if x in set(steps.tolist())] for c in curves])
                     mean_curves[variant] = (steps, ys.mean(0))
+                    seeds_done = [s["seed"] for s in sums]
+                    curve_rows.append((variant, seeds_done, steps, ys))
                     ax.plot(steps, ys.mean(0), label=variant)
                     ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)
+        if curve_rows:
+            grid = sorted(set.union(*(set(r[2].tolist()) for r in curve_rows)))
+            lines += ["", "Score versus gradient steps (mean over the seeds listed):", "",
+                      "| variant | seeds | " + " | ".join(f"step {x:g}" for x in grid) + " |",
+                      "|---|---|" + "---|" * len(grid)]
+            for variant, seeds_done, steps, ys in curve_rows:
+                at = dict(zip(steps.tolist(), ys.mean(0)))
+                lines.append(f"| {variant} | {', '.join(map(str, seeds_done))} | "
+                             + " | ".join(f"{at[x]:+.2f}" if x in at else "-" for x in grid) + " |")
+        seeds_of = {r[0]: r[1] for r in curve_rows}
         challengers = [v for v in variants if v != "dt" and v in mean_curves]
         if "dt" in mean_curves and challengers:
             dt_final = mean_curves["dt"][1][-1]
@@ -145,8 +157,9 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                 reached = []
                 for v in challengers:
                     name, v_steps = ("DAPO-DT" if v == "dapo-dt" else v), steps_to_threshold(*mean_curves[v], dt_final)
-                    reached.append(f"{name} {v_steps:.0f} (ratio {v_steps / dt_steps:.2f})" if np.isfinite(v_steps)
-                                   else f"{name} never within {mean_curves[v][0][-1]:.0f} (no ratio)")
+                    other = "" if seeds_of[v] == seeds_of["dt"] else f", seeds {seeds_of[v]}, not DT's"
+                    reached.append(f"{name} {v_steps:.0f} (ratio {v_steps / dt_steps:.2f}{other})" if np.isfinite(v_steps)
+                                   else f"{name} never within {mean_curves[v][0][-1]:.0f} (no ratio{other})")
                 lines.append(f"\nGradient steps to DT's final mean score ({dt_final:.2f}): DT {dt_steps:.0f}, "
                              f"{', '.join(reached)}; the source claims a DAPO-DT ratio <= 0.72. Evaluations are every "
                              "`--eval-every` steps, so steps are resolved to that grid.")

@@ -335,14 +335,17 @@ def test_dt_benchmark_report_ranks_every_ablation_against_dt_and_keeps_notes(tmp
     curves = {"dt": [-5.0, 0.0, 2.0], "dapo-dt-no-weighting": [3.0, 1.0, 2.5], "dapo-dt-no-modulation": [-9.0, -4.0, 1.0]}
     for variant, scores in curves.items():
         _fake_dt_run(tmp_path / "runs", variant, 1.0, 1, (100, 200, 300), scores)
+    _fake_dt_run(tmp_path / "runs", "dt", 1.0, 2, (100, 200, 300), curves["dt"])  # DT's mean curve unchanged
     variants = list(curves)
-    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test", variants)
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1, 2], [1.0], "test", variants)
     md = tmp_path / "results.md"
     assert "| dapo-dt-no-modulation | 1 | 1 | 1.00 +- 0.00 | " in md.read_text()
-    assert ("DT 300, dapo-dt-no-weighting 100 (ratio 0.33), dapo-dt-no-modulation never within 300 (no ratio)"
-            in md.read_text())
+    assert ("DT 300, dapo-dt-no-weighting 100 (ratio 0.33, seeds [1], not DT's), dapo-dt-no-modulation never "
+            "within 300 (no ratio, seeds [1], not DT's)" in md.read_text())
+    assert "| dapo-dt-no-modulation | 1 | -9.00 | -4.00 | +1.00 |" in md.read_text()
+    assert "| dt | 1, 2 | -5.00 | +0.00 | +2.00 |" in md.read_text()
     md.write_text(md.read_text() + f"\n{NOTES_MARKER}\nSeed 1 only: a hand-written note.\n")
-    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1], [1.0], "test again", variants)
+    report(tmp_path, tmp_path / "runs", {"ALE/Pong-v5": "toy-v0"}, [1, 2], [1.0], "test again", variants)
     text = md.read_text()
-    assert "Command: `test again`" in text and text.count("| dt | 1 | 1 |") == 1
+    assert "Command: `test again`" in text and text.count("| dt | 1 | 2 |") == 1
     assert text.endswith(f"{NOTES_MARKER}\nSeed 1 only: a hand-written note.\n")
