@@ -99,9 +99,9 @@ class DecisionTransformer(nn.Module):
         self.action_head = nn.Linear(d, cfg.n_actions)
 
         self.value_head = self.value_cnn = None
-        if cfg.value_head and cfg.value_encoder:
-            self.value_cnn = NatureCNN(out_dim=d, bf16=cfg.bf16)
         if cfg.value_head:
+            if cfg.value_encoder:
+                self.value_cnn = NatureCNN(out_dim=d, bf16=cfg.bf16)
             # V sees the CNN features of s_t only, never the transformer output: the state token attends
             # to R_t, and R_t (= G_t in the data) is exactly V's regression target, so a V read from the
             # transformer would learn to copy it and the advantage A = G - V would collapse to ~0.
