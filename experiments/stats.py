@@ -1,5 +1,6 @@
 """Aggregate statistics for benchmark tables (Agarwal et al. 2021, "Deep RL at the Edge of the
-Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals."""
+Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals; plus the
+held-out explained variance of a lookup-table predictor (how predictable a target is from a key)."""
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
@@ -42,3 +43,22 @@ def probability_of_improvement(x: Mapping[str, Sequence[float]], y: Mapping[str,
         if a.size and b.size:
             per_task.append(float(((a > b) + 0.5 * (a == b)).mean()))
     return float(np.mean(per_task)) if per_task else float("nan")
+
+
+def heldout_skill(targets: np.ndarray, keys: np.ndarray, train: np.ndarray) -> float:
+    """How much better than a constant a lookup table on ``keys`` predicts ``targets`` on held-out rows.
+
+    The table maps each key to the mean target of the ``train`` rows with that key (keys unseen in
+    training fall back to the training mean).  On the other rows the score is
+    ``1 - MSE(table) / MSE(training mean)``: 0 = no better than the constant fitted on the same rows,
+    1 = perfect, < 0 = worse (the table overfits).  All arrays ``(S,)``; ``train`` is a bool mask.
+    """
+    keys, targets, train = np.asarray(keys), np.asarray(targets, np.float64), np.asarray(train, bool)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inv[train], targets[train], minlength=len(uniq))
+    counts = np.bincount(inv[train], minlength=len(uniq))
+    mean = targets[train].mean()
+    table = np.where(counts > 0, sums / np.maximum(counts, 1), mean)
+    test = ~train
+    y = targets[test]
+    return float(1.0 - np.mean((y - table[inv[test]]) ** 2) / np.mean((y - mean) ** 2))

@@ -49,6 +49,21 @@ def test_minari_round_trip_and_info():
     assert data.Trajectories.from_dataset("toy-v0", max_steps=3).num_steps in (2, 3)  # whole episodes
 
 
+def test_return_predictability_keys_and_report(tmp_path):
+    from experiments.dt_return_predictability import main as predictability, predictors
+
+    G, keys, episode = predictors([(np.array([1.0, -1.0, 0.0, 1.0]), 0), (np.array([-1.0, -1.0]), 1)])
+    np.testing.assert_array_equal(G, [1, 0, 1, 1, -2, -1])              # reward-to-go per game
+    np.testing.assert_array_equal(keys["points played"], [0, 1, 2, 2, 0, 1])  # points before step t
+    np.testing.assert_array_equal(keys["score (won, lost)"], [0, 1000, 1001, 1001, 0, 1])
+    np.testing.assert_array_equal(keys["behaviour policy"], [0, 0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(episode, [0, 0, 0, 0, 1, 1])
+    _write_toy()
+    assert predictability(["--datasets", "toy-v0", "--out", str(tmp_path / "out")]) == 0
+    assert "| behaviour policy |" in (tmp_path / "out" / "results.md").read_text()
+    assert predictability(["--datasets", "missing-v0", "--out", str(tmp_path / "out")]) == 2
+
+
 def test_stacks_pad_the_episode_start_with_its_first_frame():
     traj = data.Trajectories.from_dataset(_write_toy())
     stacks = traj.stacks(np.array([0, 2, 3, 4]))  # (4, 4, 84, 84)
