@@ -9,7 +9,8 @@ then updates on K-step windows of those games:
   collecting model.  Both log-probs condition on what the model saw while acting (the decreasing
   target return-to-go and the constant target advantage) and run without dropout, so the ratio is
   exactly 1 before the first update; ``A = G - V_collect`` is fixed per window before updating, and
-  ``V`` regresses on the hindsight return ``G``.  The clip range is not fixed: after each iteration
+  ``V`` regresses on the hindsight return ``G`` with the offline rules (stop-gradient features unless
+  ``value_trains_encoder``; the value head's gradient norm clipped apart from the rest).  The clip range is not fixed: after each iteration
   ``eps`` shrinks 1.5x when the KL to the collecting model exceeds 1.5x ``kl_target`` and grows 1.5x
   when it is below ``kl_target / 1.5``.
 """
@@ -57,7 +58,7 @@ def online_iteration(tr: DTTrainer) -> dict[str, float]:
         loss, m = _clipped_loss(tr, b, *targets[i]) if dapo else _imitation_loss(tr, b)
         tr.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(tr.model.parameters(), c.max_grad_norm)
+        tr.clip_gradients()  # value head apart from the rest, as offline
         tr.optimizer.step()
         for k, v in m.items():
             metrics.setdefault(k, []).append(v)
@@ -73,9 +74,9 @@ def _evaluate(tr: DTTrainer, b: DTBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of the taken actions ``(B, K)`` and values ``(B, K)``, conditioned as when acting."""
     feats = tr.model.encode_states(b.frames)
     adv = torch.full_like(b.rtg, tr.cfg.target_advantage) if tr.cfg.advantage_modulation else None
-    out = tr.model(b.rtg / tr.scale, b.frames, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
+    out = tr.model(b.rtg / tr.scale, None, b.actions, b.timesteps, b.mask, adv, state_feat=feats)
     logp = torch.log_softmax(out.logits.float(), -1).gather(-1, b.actions.unsqueeze(-1)).squeeze(-1)
-    return logp, out.values
+    return logp, tr.state_values(b.frames, feats)
 
 
 def _imitation_loss(tr: DTTrainer, b: DTBatch):

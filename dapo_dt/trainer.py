@@ -107,8 +107,7 @@ class DTTrainer:
         adv, weights, metrics = None, None, {}
         if self.model.value_head is not None:
             values = self.model.encode_states(b.frames)                      # (B, K, d) reused below
-            v_in = values if c.value_trains_encoder else values.detach()
-            v = self.model.state_values(b.frames, v_in)                      # (B, K)
+            v = self.state_values(b.frames, values)                          # (B, K)
             g = b.returns / self.scale                                       # (B, K) G_t, discounted by adv_gamma
             v_loss = ((v - g) ** 2)[b.mask].mean()
             adv = masked_normalise(g - v.detach(), b.mask)                   # (B, K)
@@ -128,6 +127,12 @@ class DTTrainer:
         a_loss, diag = weighted_action_loss(out.logits, b.actions, weights, b.mask)
         metrics.update({"train/action_loss": float(a_loss.detach()), **{f"train/{k}": float(v) for k, v in diag.items()}})
         return a_loss + c.value_coef * v_loss, metrics
+
+    def state_values(self, frames: Tensor, state_feat: Tensor) -> Tensor:
+        """``V(s_t)`` ``(B, K)`` from the imitation CNN's features ``(B, K, d)`` (or V's own CNN); the value
+        loss reaches the imitation CNN only with ``value_trains_encoder`` (offline and online alike)."""
+        v_in = state_feat if self.cfg.value_trains_encoder else state_feat.detach()
+        return self.model.state_values(frames, v_in)
 
     def train_step(self) -> dict[str, float]:
         c = self.cfg

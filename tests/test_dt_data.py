@@ -167,6 +167,28 @@ def test_value_loss_reaches_the_cnn_only_when_asked(tmp_path, trains_encoder):
     assert torch.equal(grads[0], grads[1]) != trains_encoder
 
 
+def test_online_clipped_loss_follows_the_offline_value_rules(tmp_path):
+    """Online DAPO-DT: the value loss reaches the imitation CNN only with value_trains_encoder (the same
+    CNN gradient with value_coef 0 and 1 otherwise), and the update clips the value head apart."""
+    from dapo_dt.online import _clipped_loss, _evaluate
+
+    _write_toy()
+    for trains_encoder in (False, True):
+        grads = []
+        for value_coef in (0.0, 1.0):
+            tr = _seeded_dapo_dt(tmp_path, value_coef=value_coef, value_trains_encoder=trains_encoder)[0]
+            b = tr.data.sample(4, 3, np.random.default_rng(1), tr.device)
+            tr.model.eval()
+            with torch.no_grad():
+                logp_old, _ = _evaluate(tr, b)
+            loss, metrics = _clipped_loss(tr, b, logp_old, torch.ones_like(logp_old))
+            assert metrics["value_loss"] > 0
+            loss.backward()
+            grads.append(torch.cat([p.grad.flatten() for p in tr.model.embed_state.parameters()]))
+        assert grads[0].abs().sum() > 0
+        assert torch.equal(grads[0], grads[1]) != trains_encoder
+
+
 def test_separate_value_encoder_is_trained_by_the_value_loss_alone(tmp_path):
     """--separate-value-encoder: the imitation CNN's gradient is the same with value_coef 0 and 1, V's own
     CNN is clipped with the value head, and sharing the imitation CNN at the same time is refused."""
