@@ -28,7 +28,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-clip-higher": ["--algo", "dapo", "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
     "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
     "dapo-importance": ["--algo", "dapo", "--importance-correction"],
-    "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],
+    "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # prioritised, without i.i.d. draw noise
+    "dapo-systematic-auto-lambda": ["--algo", "dapo", "--resampling", "systematic", "--auto-lambda"],
     "dapo-uniform-multinomial": ["--algo", "dapo", "--temperature-init", "1e9"],  # i.i.d. draws, no priority
     "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
     "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],
