@@ -29,7 +29,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
     "dapo-importance": ["--algo", "dapo", "--importance-correction"],
     "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # prioritised, without i.i.d. draw noise
-    "dapo-systematic-auto-lambda": ["--algo", "dapo", "--resampling", "systematic", "--auto-lambda"],
+    "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
     "dapo-uniform-multinomial": ["--algo", "dapo", "--temperature-init", "1e9"],  # i.i.d. draws, no priority
     "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
     "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],
