@@ -163,9 +163,10 @@ class TrainConfig:
     value_importance_correction: bool = False
     """Weight only the critic's loss by 1/(N p_i): the critic regresses on the window's own distribution
     while the policy keeps the prioritised draws (prioritised replay corrects its value loss this way)."""
-    resampling: Literal["multinomial", "systematic"] = "multinomial"
-    """How each epoch's draws follow p: multinomial (i.i.d.) or systematic (low-variance: transition i
-    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch)."""
+    resampling: Literal["multinomial", "systematic", "without-replacement"] = "multinomial"
+    """How each epoch's draws follow p: multinomial (i.i.d.), systematic (low-variance: transition i
+    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch) or
+    without-replacement (no transition twice per epoch; selects only with --window above one rollout)."""
 
     # --- health monitors (SPEC 2.4) ---------------------------------------------------------
     health_monitors: Optional[bool] = None
@@ -302,3 +303,6 @@ def validate(c: TrainConfig) -> None:
              f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
     _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
+    _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
+             "--resampling without-replacement has no closed-form inclusion probabilities for the importance "
+             "correction; drop --importance-correction/--value-importance-correction or use multinomial/systematic")

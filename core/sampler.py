@@ -11,7 +11,12 @@ Each epoch draws ``M`` indices (minibatches x minibatch size) with replacement f
 points ``(u + k) / M``, ``k = 0..M-1``, read through the CDF of ``p``, so sample ``i`` appears
 ``floor(M p_i)`` or ``ceil(M p_i)`` times, then shuffled into minibatches).  Both have expected count
 ``M p_i``; systematic removes the sampling noise, and with uniform ``p`` and ``M = N`` it visits every
-transition exactly once per epoch, like PPO's permutation.
+transition exactly once per epoch, like PPO's permutation.  ``without-replacement`` makes successive
+draws from ``p`` renormalised over the transitions not yet drawn (``torch.multinomial(replacement=False)``):
+within an epoch no transition repeats, so it only selects when the window holds more than ``M``
+transitions (a window of several rollouts); then high-``|A|`` transitions are more likely to be among the
+``M`` (inclusion probabilities lie between ``M p_i`` and uniform ``M / N``; no closed form, so no importance
+correction).  With ``M > N`` each pass over the window is one permutation-like round.
 With importance correction each sampled loss is multiplied by ``1 / (N p_i)``; since
 ``E_{i~p}[1/(N p_i) g_i] = (1/N) sum_i g_i``, the expected minibatch gradient equals uniform
 sampling's, and ``E_p[1/(N p_i)] = 1`` keeps the loss scale.
@@ -47,7 +52,7 @@ def sampling_probs(adv: Tensor, temperature: float | Tensor) -> Tensor:
     return torch.softmax(w / temperature, dim=0)
 
 
-RESAMPLING = ("multinomial", "systematic")
+RESAMPLING = ("multinomial", "systematic", "without-replacement")
 
 
 def systematic_draws(p: Tensor, m: int, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -58,6 +63,17 @@ def systematic_draws(p: Tensor, m: int, generator: Optional[torch.Generator] = N
     cdf = p.double().cumsum(0)
     draws = torch.searchsorted(cdf, points, right=True).clamp_max(p.numel() - 1)  # rounding guard at the top
     return draws[torch.randperm(m, generator=generator, device=p.device)]
+
+
+def draws_without_replacement(p: Tensor, m: int, generator: Optional[torch.Generator] = None) -> Tensor:
+    """``m`` indices from ``p`` ``(N,)``, none repeated within each round of ``min(m, N)`` draws (successive
+    draws renormalise ``p`` over the indices left), shuffled.  Returns ``(m,)`` int64."""
+    n, rounds, left = p.numel(), [], m
+    while left > 0:
+        rounds.append(torch.multinomial(p, min(left, n), replacement=False, generator=generator))
+        left -= rounds[-1].numel()
+    draws = torch.cat(rounds)
+    return draws[torch.randperm(m, generator=generator, device=p.device)]  # draw order favours large p
 
 
 def effective_sample_size(p: Tensor) -> Tensor:
@@ -128,8 +144,8 @@ class DynamicSampler:
     """Sliding window of the most recent transitions, on the training device, with minibatch sampling.
 
     ``dynamic=False`` gives classic PPO minibatching: a fresh permutation each epoch, no replacement.
-    ``dynamic=True`` draws from ``p = softmax(|A|/max|A| / T)`` by ``resampling`` (``multinomial`` or
-    ``systematic``, see the module docstring).
+    ``dynamic=True`` draws from ``p = softmax(|A|/max|A| / T)`` by ``resampling`` (``multinomial``,
+    ``systematic`` or ``without-replacement``, see the module docstring).
     """
 
     def __init__(self, capacity: int, device: torch.device, temperature: Optional[Temperature] = None,
@@ -191,6 +207,8 @@ class DynamicSampler:
         m = num_minibatches * minibatch_size
         if self.resampling == "systematic":
             draws = systematic_draws(p, m, self.generator)
+        elif self.resampling == "without-replacement":
+            draws = draws_without_replacement(p, m, self.generator)
         else:
             draws = torch.multinomial(p, m, replacement=True, generator=self.generator)
         weights = 1.0 / (n * p[draws]) if self.importance_correction else None

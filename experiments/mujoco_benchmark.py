@@ -30,6 +30,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-importance": ["--algo", "dapo", "--importance-correction"],
     "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # prioritised, without i.i.d. draw noise
     "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
+    # a window of two rollouts (continuous preset: 2 x 2048), each epoch's 2048 draws distinct, favouring large |A|
+    "dapo-window2-no-replacement": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement"],
     "dapo-uniform-multinomial": ["--algo", "dapo", "--temperature-init", "1e9"],  # i.i.d. draws, no priority
     "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
     "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],

@@ -434,6 +434,52 @@ def test_systematic_uniform_visits_each_transition_once_per_epoch():
     assert sorted(idx.tolist()) == list(range(64))
 
 
+def test_draws_without_replacement_never_repeat_within_a_round():
+    from core.sampler import draws_without_replacement
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(40, generator=g), 0)
+    assert sorted(draws_without_replacement(p, 40, g).tolist()) == list(range(40))  # m = N: a permutation
+    half = draws_without_replacement(p, 20, g)
+    assert half.unique().numel() == 20
+    counts = torch.bincount(draws_without_replacement(p, 100, g), minlength=40)  # 40 + 40 + 20
+    assert counts.sum() == 100 and int(counts.min()) >= 2 and int(counts.max()) <= 3
+
+
+def test_draws_without_replacement_select_large_p():
+    """p = (0.97, 0.01, 0.01, 0.01), 2 draws: index 0 is missed only if both draws avoid it,
+    P = 0.03 * (1 - 0.97 / 0.99) = 6e-4, so it is in (almost) every pair; an index of p 0.01 is in
+    P = 0.01 + 0.97 * 0.01/0.03 + 2 * 0.01 * 0.01/0.99 ~= 0.34 of them."""
+    from core.sampler import draws_without_replacement
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([0.97, 0.01, 0.01, 0.01])
+    pairs = [draws_without_replacement(p, 2, g) for _ in range(2000)]
+    assert all(pair.unique().numel() == 2 for pair in pairs)
+    assert sum(0 in pair.tolist() for pair in pairs) >= 1990
+    share_1 = sum(1 in pair.tolist() for pair in pairs) / 2000
+    assert abs(share_1 - (0.01 + 0.97 * 0.01 / 0.03 + 2 * 0.01 * 0.01 / 0.99)) < 0.04
+
+
+def test_sampler_without_replacement_selects_from_a_window_of_two_rollouts():
+    """Window 8 (two rollouts of 4), epoch of 4 draws: distinct transitions, and the large-|A| ones
+    (ids 4-7 here) are picked more often than the small ones."""
+    s = DynamicSampler(8, CPU, Temperature("fixed", 0.1), resampling="without-replacement")
+    s.add(_transitions(range(4), [0.1, 0.1, 0.1, 0.1]))
+    s.add(_transitions(range(4, 8), [5.0, -5.0, 5.0, -5.0]))
+    picks = []
+    for _ in range(200):
+        idx = torch.cat([i for i, _ in s.minibatches(2, 2)])
+        assert idx.unique().numel() == 4
+        picks += s.window().actions[idx].tolist()
+    assert sum(a >= 4 for a in picks) > 0.9 * len(picks)
+
+
+def test_without_replacement_refuses_importance_correction():
+    from core.config import ConfigError, TrainConfig, resolve
+    with pytest.raises(ConfigError, match="without-replacement"):
+        resolve(TrainConfig(env="Pendulum-v1", algo="dapo", resampling="without-replacement",
+                            importance_correction=True), "continuous")
+
+
 def test_unknown_resampling_rejected():
     with pytest.raises(ValueError, match="resampling"):
         DynamicSampler(4, CPU, resampling="stratified")
