@@ -6,8 +6,9 @@ luck, and weighting by luck only shrinks the effective batch.  For each dataset 
 how much better than a constant lookup tables predict ``G_t`` (undiscounted reward-to-go) on held-out
 games, keyed on what the state shows (time step, score so far) and on which behaviour policy played the
 game.  5-fold cross-validation by episode (each fold holds out every fifth game), so a key with many
-values cannot score by memorising games; the skill is ``1 - MSE(table) / MSE(constant)``.  A frame also shows the ball, which predicts the
-next point a few steps ahead; these tables do not see it, so they bound only the score/time part.
+values cannot score by memorising games; the skill is ``1 - MSE(table) / MSE(constant)``.  A frame also
+shows the ball, which predicts the next point a few steps ahead; these tables do not see it, so they
+bound only the score/time part.
 
     python experiments/dt_return_predictability.py --datasets pong/mixed-v2 pong/greedy-v4
 
