@@ -10,9 +10,9 @@ then updates on K-step windows of those games:
   target return-to-go and the constant target advantage) and run without dropout, so the ratio is
   exactly 1 before the first update; ``A = G - V_collect`` is fixed per window before updating, and
   ``V`` regresses on the hindsight return ``G`` with the offline rules (stop-gradient features unless
-  ``value_trains_encoder``; the value head's gradient norm clipped apart from the rest).  The clip range is not fixed: after each iteration
-  ``eps`` shrinks 1.5x when the KL to the collecting model exceeds 1.5x ``kl_target`` and grows 1.5x
-  when it is below ``kl_target / 1.5``.
+  ``value_trains_encoder``; the value head's gradient norm clipped apart from the rest).  The clip
+  range is not fixed: after each iteration ``eps`` shrinks 1.5x when the KL to the collecting model
+  exceeds 1.5x ``kl_target`` and grows 1.5x when it is below ``kl_target / 1.5``.
 """
 from __future__ import annotations
 

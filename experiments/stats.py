@@ -1,6 +1,6 @@
 """Aggregate statistics for benchmark tables (Agarwal et al. 2021, "Deep RL at the Edge of the
 Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals; plus the
-held-out explained variance of a lookup-table predictor (how predictable a target is from a key)."""
+held-out skill of a lookup-table predictor (how predictable a target is from a key)."""
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
