@@ -163,11 +163,10 @@ class TrainConfig:
     value_importance_correction: bool = False
     """Weight only the critic's loss by 1/(N p_i): the critic regresses on the window's own distribution
     while the policy keeps the prioritised draws (prioritised replay corrects its value loss this way)."""
-    resampling: Literal["multinomial", "systematic", "without-replacement"] = "systematic"
-    """How each epoch's draws follow p: systematic (low-variance: transition i drawn floor or ceil of
-    M p_i times; uniform p then visits every transition once per epoch), multinomial (i.i.d.) or
-    without-replacement (no transition twice per epoch; selects only with --window above one rollout).
-    Systematic is the default since the 1M-step MuJoCo ablation (experiments/results/mujoco_1M/ablation)."""
+    resampling: Literal["multinomial", "systematic", "without-replacement"] = "multinomial"
+    """How each epoch's draws follow p: multinomial (i.i.d.), systematic (low-variance: transition i
+    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch) or
+    without-replacement (no transition twice per epoch; selects only with --window above one rollout)."""
 
     # --- health monitors (SPEC 2.4) ---------------------------------------------------------
     health_monitors: Optional[bool] = None

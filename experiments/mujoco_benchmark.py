@@ -28,9 +28,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-clip-higher": ["--algo", "dapo", "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
     "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
     "dapo-importance": ["--algo", "dapo", "--importance-correction"],
-    # systematic draws are the default since the 1M ablation; "dapo" runs made before it drew multinomially
-    "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],
-    "dapo-multinomial": ["--algo", "dapo", "--resampling", "multinomial"],  # i.i.d. prioritised draws
+    "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # same p, without the i.i.d. draw noise
     "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
     # a window of two rollouts (continuous preset: 2 x 2048), each epoch's 2048 draws distinct, favouring large |A|
     "dapo-window2-no-replacement": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement"],
