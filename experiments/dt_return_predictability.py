@@ -106,17 +106,18 @@ def main(argv=None) -> int:
         w.writerows(rows)
     names = list(dict.fromkeys(r["dataset"] for r in rows))
     preds = list(dict.fromkeys(r["predictor"] for r in rows))
-    ev = {(r["dataset"], r["predictor"]): r["heldout_skill"] for r in rows}
+    skill = {(r["dataset"], r["predictor"]): r["heldout_skill"] for r in rows}
     lines = [f"# Return-to-go predictability ({time.strftime('%Y-%m-%d')})", "",
              f"Command: `python experiments/dt_return_predictability.py --datasets {' '.join(names)}`", "",
              f"Held-out skill of a lookup table on each key at predicting the reward-to-go G_t: 1 - MSE(table) / "
              f"MSE(constant), both fitted on the training games, {FOLDS}-fold cross-validated by game (0 = no "
              "better than a constant V, 1 = perfect, < 0 = worse).", "",
              "| predictor | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-    lines += [f"| {p} | " + " | ".join(f"{ev[(n, p)]:+.3f}" for n in names) + " |" for p in preds]
+    lines += [f"| {p} | " + " | ".join(f"{skill[(n, p)]:+.3f}" for n in names) + " |" for p in preds]
     lines += ["", "| dataset | steps | episodes | Var(G_t) |", "|---|---|---|---|"]
-    lines += [f"| {n} | {ev_row['steps']} | {ev_row['episodes']} | {ev_row['var_return_to_go']} |"
-              for n in names for ev_row in [next(r for r in rows if r["dataset"] == n)]]
+    first_rows = {r["dataset"]: r for r in reversed(rows)}  # one row per dataset carries its sizes
+    lines += [f"| {n} | {first_rows[n]['steps']} | {first_rows[n]['episodes']} | {first_rows[n]['var_return_to_go']} |"
+              for n in names]
     lines += ["", "Episode returns per behaviour policy:", "", "| dataset | policy | games | return |",
               "|---|---|---|---|", *policy_lines]
     write_results_md(out / "results.md", "\n".join(lines))
