@@ -5,11 +5,13 @@ Single-agent Gymnasium runs use :class:`core.config.TrainConfig`; multi-agent Pe
 :class:`dapo_ma.config.MAConfig`; Decision Transformers (``--algo dt|dapo-dt``) use
 :class:`dapo_dt.config.DTConfig`.  The choice is made before parsing, so ``--help`` lists the flags
 of the family asked for (``dapo run --algo dapo-ma --help``).  ``dapo dataset collect|info`` makes
-and inspects the offline Atari datasets the Decision Transformers learn from.
+and inspects the offline Atari datasets the Decision Transformers learn from.  ``dapo bench NAME ...``
+runs one of the benchmark scripts in ``experiments/`` with its own flags (``dapo bench mujoco --help``).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -20,6 +22,13 @@ from core.cli_config import OneLineParser, add_config_flags, build_config
 from core.config import ConfigError, RunInterrupted, TrainConfig
 
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+BENCHMARKS = {  # dapo bench NAME -> the experiments/ script it runs (the same flags, the same outputs)
+    "mujoco": "experiments.mujoco_benchmark",
+    "throughput": "experiments.bench_throughput",
+    "dt": "experiments.dt_benchmark",
+    "ma": "experiments.ma_benchmark",
+    "dt-predictability": "experiments.dt_return_predictability",
+}
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
@@ -85,6 +94,11 @@ def build_parser(run_config: type = TrainConfig) -> OneLineParser:
                     help="sample actions instead of the mean/argmax (default: the run's eval_deterministic "
                          "preset: deterministic, stochastic on Atari)")
     _add_dataset_commands(sub)
+    bench = sub.add_parser("bench", help="reproduce a benchmark table: " + " | ".join(BENCHMARKS),
+                           description="Run a benchmark script of experiments/ (resumable; tables, CSV and plots "
+                                       "under experiments/results/). Its flags: dapo bench NAME --help.")
+    bench.add_argument("name", choices=list(BENCHMARKS), help="which benchmark")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own flags")
     return parser
 
 
@@ -174,8 +188,21 @@ def _eval(args, family: str) -> int:
     return 0
 
 
+def _bench(argv: Sequence[str]) -> int:
+    """``dapo bench NAME ARGS``: hand ARGS to the script's own parser (so ``--help`` shows its flags)."""
+    if not argv:
+        print(f"dapo bench: error: name a benchmark: {' | '.join(BENCHMARKS)} (see dapo bench --help)", file=sys.stderr)
+        return EXIT_USAGE
+    if argv[0] not in BENCHMARKS:
+        build_parser().parse_args(["bench", *argv])  # --help, or the one-line error listing the choices (exits)
+    module = importlib.import_module(BENCHMARKS[argv[0]])
+    return module.main(list(argv[1:]), prog=f"dapo bench {argv[0]}") or 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":
+        return _bench(argv[1:])
     try:
         family = run_family(argv)
         args = build_parser(_config_class(family)).parse_args(argv)

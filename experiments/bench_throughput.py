@@ -145,8 +145,9 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
     return runs
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog=None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--total-steps", type=int, default=100_000, help="env steps per training run")
     p.add_argument("--repeats", type=int, default=2, help="interleaved repeats of every run")
     p.add_argument("--parts", default="abcd", help="which parts to run (subset of abcd)")
@@ -155,7 +156,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT, help="results directory")
     p.add_argument("--worker", help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.worker:
         spec = json.loads(args.worker)
         result = WORKERS[spec.pop("kind")](**spec)
@@ -174,7 +175,7 @@ def main() -> None:
             rows.append(r)
             print(f"[{rep + 1}/{args.repeats}] {part} {name:34s} {r['sps']:8.0f} SPS  wall {r['wall_s']:6.1f}s  "
                   f"rss {r['peak_rss_mb']:6.0f} MB  return {r['final_return']:8.1f}", flush=True)
-    command = "python experiments/bench_throughput.py " + " ".join(sys.argv[1:])
+    command = "python experiments/bench_throughput.py " + " ".join(argv)
     write_report(rows, args.out, command, header, args)
 
 

@@ -184,8 +184,9 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
     write_results_md(out / "results.md", "\n".join(lines))
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog=None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", nargs="+", required=True, metavar="ENV=DATASET",
                    help="Atari env and the Minari dataset made for it by 'dapo dataset collect'")
     p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS),
@@ -202,7 +203,7 @@ def main() -> None:
     p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "dt_benchmark")
     p.add_argument("--report-only", action="store_true",
                    help="rebuild the tables and plots from finished runs (notes below the results.md marker are kept)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     try:
         data = dict(pair.split("=", 1) for pair in args.data)
     except ValueError:
@@ -224,7 +225,8 @@ def main() -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             for msg in pool.map(lambda j: run_cli(*j), jobs):
                 print(msg, flush=True)
-    command = "python " + " ".join(a for a in sys.argv if a != "--report-only")  # the sweep that made the runs
+    # the sweep that made the runs
+    command = "python experiments/dt_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
     report(args.out, args.runs_dir, data, args.seeds, args.fractions, command, args.variants)
     print((args.out / "results.md").read_text())
 

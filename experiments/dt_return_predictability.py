@@ -69,8 +69,8 @@ def load_episodes(name: str) -> tuple[list[tuple[np.ndarray, int]], list[str]]:
     return episodes, meta.get("policies", ["?"])
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def main(argv=None, prog=None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", required=True, help="local Minari dataset names")
     ap.add_argument("--out", default="experiments/results/dt/return_predictability", help="results folder")

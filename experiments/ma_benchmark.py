@@ -90,14 +90,14 @@ def final_return(run_dir: Path) -> float:
     return float(ret[-FINAL_ITERS:].mean())
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog=None) -> None:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=150_000, help="env steps per run")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs/ma_benchmark"))
     p.add_argument("--out", type=Path, default=Path("experiments/results/ma"))
-    args = p.parse_args()
+    args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     jobs = [(a, s) for s in range(1, args.seeds + 1) for a in ALGOS]

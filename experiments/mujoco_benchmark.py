@@ -113,8 +113,9 @@ def sb3_worker(env: str, seed: int, steps: int, out: Path) -> None:
     logger.close()
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog=None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", choices=sorted(SUITES), default="main", help="main table, ablations or robustness grid")
     p.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"])
     p.add_argument("--variants", nargs="+", help="subset of the suite's variants (default: all)")
@@ -127,7 +128,7 @@ def main() -> None:
     p.add_argument("--report-only", action="store_true",
                    help="rebuild the tables and plots from finished runs (notes below the results.md marker are kept)")
     p.add_argument("--sb3-worker", nargs=4, help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.sb3_worker:
         env, seed, steps, out = args.sb3_worker
         sb3_worker(env, int(seed), int(steps), Path(out))
@@ -151,7 +152,7 @@ def main() -> None:
                 print(msg, flush=True)
     from experiments.mujoco_report import write_report
 
-    command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in sys.argv[1:] if a != "--report-only")
+    command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
     write_report(out, runs, args.envs, list(variants), args.seeds, args.total_steps, command)
 
 

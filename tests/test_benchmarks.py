@@ -20,8 +20,11 @@ def test_mujoco_benchmark_tiny_sweep_and_resume(tmp_path):
     assert "| HalfCheetah-v5 |" in table and "IQM" in table
     assert "| sb3-ppo |" in table and "P(> dapo)" in table  # the across-envs rows against the first variant
     assert (tmp_path / "out" / "curves_HalfCheetah-v5.png").exists()
-    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    again = subprocess.run([sys.executable, "-m", "core", "bench", "mujoco", *cmd[2:]], cwd=REPO, capture_output=True,
+                           text=True, timeout=600)  # `dapo bench mujoco` is the same sweep: it skips both runs
     assert again.returncode == 0 and again.stdout.count("skip ") == 2, again.stdout
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "Command: `python experiments/mujoco_benchmark.py --envs HalfCheetah-v5" in table  # the script's form
 
 
 def test_mujoco_report_aggregate_by_hand():

@@ -173,3 +173,17 @@ def test_multi_agent_runs_route_to_dapo_ma(capsys, tmp_path):
     capsys.readouterr()
     assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
     assert "over 2 episodes" in capsys.readouterr().out
+
+
+def test_bench_names_the_benchmarks_and_hands_flags_to_the_script(capsys, tmp_path, monkeypatch):
+    assert main(["bench"]) == 2
+    assert "name a benchmark: mujoco | throughput" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "mujocco"])
+    assert e.value.code == 2 and "invalid choice: 'mujocco'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "mujoco", "--help"])
+    assert e.value.code == 0 and "usage: dapo bench mujoco" in capsys.readouterr().out
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))  # the script's own flags reach its own checks
+    assert main(["bench", "dt-predictability", "--datasets", "pong/none-v0", "--out", str(tmp_path / "o")]) == 2
+    assert "no local Minari dataset 'pong/none-v0'" in capsys.readouterr().err
