@@ -106,14 +106,17 @@ def run_worker(kind: str, **kw) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def cpu_name() -> str:
+    return next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                platform.processor())
+
+
 def machine(with_load: bool = True) -> str:
     import gymnasium
     import stable_baselines3
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
+    return (f"{cpu_name()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
             f"torch {torch.__version__}, gymnasium {gymnasium.__version__}, SB3 {stable_baselines3.__version__}"
             + (f"; load average at start {os.getloadavg()[0]:.2f}" if with_load else ""))
 

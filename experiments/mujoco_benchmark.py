@@ -1,10 +1,14 @@
 """MuJoCo benchmark (issue #4): {ppo, grpo, dapo, SB3 PPO} x envs x seeds, ablations, robustness grid.
 
 Every run is a ``dapo run`` (or an SB3 worker) in its own process under
-``RUNS/<suite>/<env>/<variant>/s<seed>`` (``--runs-dir``, default ``runs/mujoco_benchmark``, not committed); a run with a summary.json is skipped and an interrupted one is
-resumed, so an interrupted sweep simply continues when re-launched.  ``--jobs`` runs that many at
-once (2 uses both cores of the build machines).  The report (results.csv, results.md with mean +- std
-and IQM with a stratified-bootstrap 95% CI, one learning-curve PNG per env) is rebuilt at the end.
+``RUNS/<suite>/<env>/<variant>/s<seed>`` (``--runs-dir``, default ``runs/mujoco_benchmark``, not
+committed); a run with a summary.json is skipped and an interrupted one is resumed, so an interrupted
+sweep simply continues when re-launched.  ``--jobs`` runs that many at once (2 uses both cores of the
+build machines).  The report (results.csv, curves.csv, results.md with mean +- std and IQM with a
+stratified-bootstrap 95% CI, one learning-curve PNG per env) is rebuilt at the end from the runs
+finished here merged with the rows already committed in ``--out``: more seeds on a fresh machine extend
+a table, and a run re-done here replaces its committed row.  A report for another ``--total-steps``
+than the folder's runs is refused.
 
     python experiments/mujoco_benchmark.py --quick                       # minutes: smoke test
     python experiments/mujoco_benchmark.py --envs HalfCheetah-v5 Walker2d-v5 --seeds 1 2 3 --total-steps 1000000

@@ -1,4 +1,7 @@
-"""Tables and learning curves for ``mujoco_benchmark.py`` (results.csv, results.md, curves_<env>.png)."""
+"""Tables and learning curves for ``mujoco_benchmark.py`` (results.csv, curves.csv, results.md, curves_<env>.png).
+
+The report covers the runs finished here merged with the rows already committed in the output folder
+(:mod:`experiments.result_rows`), so a sweep that adds seeds on a fresh machine extends the table."""
 from __future__ import annotations
 
 import csv
@@ -11,17 +14,20 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.bench_throughput import machine
+from experiments.bench_throughput import cpu_name, machine
 from experiments.notes import write_results_md
+from experiments.result_rows import check_budget, merge_rows, read_rows, write_rows
 from experiments.stats import iqm, probability_of_improvement, stratified_bootstrap_ci
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
                  "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (SPEC 6)
 CLEANRL_PPO_1M = {"HalfCheetah": 2906, "Walker2d": 2891, "Humanoid": 742}  # CleanRL's published v4 numbers
+RUN_KEY = ("env", "variant", "seed")
+CURVE_POINTS = 101  # learning-curve grid committed in curves.csv (0 .. total steps)
 
 
 def _summaries(runs: Path, envs, variants, seeds) -> list[dict]:
-    rows = []
+    rows, cpu = [], cpu_name()
     for env in envs:
         for v in variants:
             for s in seeds:
@@ -30,7 +36,7 @@ def _summaries(runs: Path, envs, variants, seeds) -> list[dict]:
                     d = json.loads(f.read_text())
                     rows.append({"env": env, "variant": v, "seed": s, "total_steps": d["total_steps"],
                                  "final_return_mean": d["final_return_mean"], "eval_return_mean": d["eval_return_mean"],
-                                 "wall_time_s": round(d["wall_time_s"], 1), "sps": round(d["sps"], 1)})
+                                 "wall_time_s": round(d["wall_time_s"], 1), "sps": round(d["sps"], 1), "cpu": cpu})
     return rows
 
 
@@ -46,19 +52,42 @@ def _curve(run: Path, grid: np.ndarray) -> np.ndarray:
     return np.interp(grid, steps[k - 1:], smooth, left=np.nan, right=smooth[-1])
 
 
-def _plot(out: Path, runs_root: Path, env: str, variants, seeds, total_steps: int) -> None:
+def _local_curves(runs: Path, rows: list[dict], total_steps: int) -> list[dict]:
+    """curves.csv rows (one per run and grid step) for the runs whose metrics.csv is here."""
+    grid = np.linspace(0, total_steps, CURVE_POINTS)
+    out = []
+    for r in rows:
+        run = runs / r["env"] / r["variant"] / f"s{r['seed']}"
+        if (run / "metrics.csv").exists():
+            out += [{**{k: r[k] for k in RUN_KEY}, "step": int(x), "ep_return": round(float(y), 1)}
+                    for x, y in zip(grid, _curve(run, grid))]
+    return out
+
+
+def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variants, total_steps: int) -> None:
+    """curves_<env>.png: mean +- std over seeds per variant.  Left as it is (with a message) when a run in
+    the table has no curve, e.g. one committed before curves.csv existed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    grid = np.linspace(0, total_steps, 200)
+    points: dict[tuple, list] = {}
+    for c in curve_rows:
+        if c["env"] == env:
+            points.setdefault((c["variant"], c["seed"]), []).append((c["step"], c["ep_return"]))
+    missing = [f"{r['variant']}/s{r['seed']}" for r in rows
+               if r["env"] == env and (r["variant"], r["seed"]) not in points]
+    if missing:
+        print(f"curves_{env}.png not redrawn: no learning curve for {', '.join(missing)}")
+        return
+    grid = np.linspace(0, total_steps, CURVE_POINTS)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for v in variants:
-        runs = [runs_root / env / v / f"s{s}" for s in seeds]
-        curves = np.array([_curve(r, grid) for r in runs if (r / "metrics.csv").exists()])
-        if len(curves) == 0:
+        runs = [np.array(sorted(pts), dtype=float) for (cv, _), pts in points.items() if cv == v]
+        if not runs:
             continue
+        curves = np.array([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
         with warnings.catch_warnings():  # grid points before a run's first full window are all-NaN
             warnings.simplefilter("ignore", RuntimeWarning)
             mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0)
@@ -144,7 +173,7 @@ def _robustness(rows: list[dict], envs, variants) -> list[str]:
     return md
 
 
-def _table(out: Path, runs: Path, rows: list[dict], envs, variants, seeds, total_steps: int) -> list[str]:
+def _table(out: Path, curve_rows: list[dict], rows: list[dict], envs, variants, total_steps: int) -> list[str]:
     """The source's layout (env rows, variant columns), plus one learning-curve PNG per env."""
     md = ["", "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
     per_variant = {v: _scores(rows, envs, v) for v in variants}
@@ -158,25 +187,35 @@ def _table(out: Path, runs: Path, rows: list[dict], envs, variants, seeds, total
             lo, hi = stratified_bootstrap_ci({env: x}, iqm, reps=2000)
             cells.append(f"{np.mean(x):.0f} +- {np.std(x):.0f} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
         md.append(f"| {env} | " + " | ".join(cells) + " |")
-        _plot(out, runs, env, variants, seeds, total_steps)
+        _plot(out, curve_rows, rows, env, variants, total_steps)
     return md
 
 
 def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int, command: str) -> None:
-    rows = _summaries(runs, envs, variants, seeds)
+    """Rebuild the folder's tables and plots from its committed rows plus the runs finished here."""
+    local = _summaries(runs, envs, variants, seeds)
+    rows = merge_rows(read_rows(out / "results.csv"), local, RUN_KEY)
     if not rows:
         print("no finished runs yet")
         return
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    check_budget(rows, total_steps, out)
+    curve_rows = merge_rows(read_rows(out / "curves.csv"), _local_curves(runs, local, total_steps), (*RUN_KEY, "step"))
+    write_rows(out / "results.csv", rows)
+    if curve_rows:
+        write_rows(out / "curves.csv", curve_rows)
+    envs = list(dict.fromkeys([*(r["env"] for r in rows), *envs]))  # committed order first, then new ones
+    variants = list(dict.fromkeys([*(r["variant"] for r in rows), *variants]))
+    seeds = sorted({r["seed"] for r in rows})
     grid = _robustness(rows, envs, variants)
     cells = "" if grid else " Cells: mean +- std over seeds (n), then IQM [95% bootstrap CI]."
-    md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
+    earlier = len(rows) - len(local)
+    origin = (f" (made {len(local)} of the {len(rows)} runs; the other {earlier} were committed in results.csv by "
+              "earlier sweeps, see the notes; its `cpu` column names each run's machine where recorded)"
+              if earlier else "")
+    md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`{origin}", "",
           f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
           f"training episodes. Machine: {machine(with_load=False)}.{cells}"]
-    md += grid or _table(out, runs, rows, envs, variants, seeds, total_steps) + _aggregate(rows, envs, variants)
+    md += grid or _table(out, curve_rows, rows, envs, variants, total_steps) + _aggregate(rows, envs, variants)
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]

@@ -61,3 +61,37 @@ def test_throughput_benchmark_tiny(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = (tmp_path / "results.md").read_text()
     assert "(a) Equal hyper-parameters" in report and "(d) DAPO's per-iteration overhead" in report
+
+
+def _fake_run(runs: Path, env: str, variant: str, seed: int, final: float, steps: int = 1000) -> None:
+    """A finished run directory as ``dapo run`` leaves it: summary.json and metrics.csv."""
+    import json
+    d = runs / env / variant / f"s{seed}"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"total_steps": steps, "final_return_mean": final,
+                                                "eval_return_mean": final, "wall_time_s": 1.0, "sps": 1000.0}))
+    (d / "metrics.csv").write_text("global_step,rollout/ep_return_mean\n" + "".join(
+        f"{s},{final}\n" for s in range(100, steps + 1, 100)))
+
+
+def test_mujoco_report_keeps_committed_runs_and_refuses_other_budgets(tmp_path):
+    """A fresh machine (runs/ empty but for seed 3) extends the committed seeds 1-2 instead of replacing them;
+    a local run replaces its committed row; a report for another budget is refused."""
+    from experiments.mujoco_report import write_report
+    out, first, second = tmp_path / "out", tmp_path / "machine1", tmp_path / "machine2"
+    out.mkdir()
+    for seed, final in ((1, 100.0), (2, 300.0)):
+        _fake_run(first, "E-v5", "dapo", seed, final)
+    write_report(out, first, ["E-v5"], ["dapo"], [1, 2], 1000, "sweep 1")
+    assert "| E-v5 | 200 +- 100 (2)" in (out / "results.md").read_text()
+    _fake_run(second, "E-v5", "dapo", 3, 500.0)
+    _fake_run(second, "E-v5", "dapo", 2, 200.0)  # re-run of seed 2 replaces the committed row
+    (out / "curves_E-v5.png").unlink()
+    write_report(out, second, ["E-v5"], ["dapo"], [2, 3], 1000, "sweep 2")
+    md = (out / "results.md").read_text()
+    assert "| E-v5 | 267 +- 170 (3)" in md and "made 2 of the 3 runs" in md and "seeds [1, 2, 3]" in md
+    assert (out / "curves_E-v5.png").exists()  # every run has a committed or local curve
+    curves = (out / "curves.csv").read_text().splitlines()
+    assert len(curves) == 1 + 3 * 101 and "E-v5,dapo,3,1000,500.0" in curves
+    with pytest.raises(SystemExit, match="holds runs of \\[1000\\] env steps, this report is for 300000"):
+        write_report(out, second, ["E-v5"], ["dapo"], [2, 3], 300000, "sweep 3")
