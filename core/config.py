@@ -65,6 +65,10 @@ class TrainConfig:
     numpy_acting: bool = True
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
+    numpy_update: bool = True
+    """On the CPU, run the update's gradient steps for a Gaussian MLP actor and MLP critic in NumPy with
+    hand-derived gradients (core/numpy_update.py; same losses and Adam, tested against the torch update):
+    ~5x less per-step overhead at minibatch 64. Off, or discrete/CNN/GPU/--compile/torchrun: torch."""
     norm_obs: Optional[bool] = None
     """Normalise observations with running statistics (preset: off classic, on continuous)."""
     norm_reward: Optional[bool] = None

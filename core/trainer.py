@@ -33,6 +33,7 @@ from core.logging import MetricLogger
 from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
 from core.networks import build_networks
+from core.numpy_update import NumpyUpdate
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
 from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
@@ -103,6 +104,10 @@ class Trainer:
         self.health_events: list[dict] = []
         self.best_actor = copy.deepcopy(self.actor.state_dict())
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
+        fast = (cfg.numpy_update and not cfg.compile
+                and NumpyUpdate.supports(self.actor, self.critic, self.device, self.dist.enabled))
+        self.numpy_update = (NumpyUpdate(self.actor, self.critic, self.optimizer, cfg.separate_optimizers)
+                             if fast else None)
         self.global_step, self.iteration, self.elapsed = 0, 0, 0.0
         self.recent_returns: deque[float] = deque(maxlen=10)
         self.stop_requested = False
@@ -180,9 +185,12 @@ class Trainer:
 
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
         """One shared PPO-family update; a non-finite loss or result restores the last healthy weights."""
-        metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
-                                     grad_groups(self.actor, self.critic, self.cfg.separate_optimizers),
-                                     lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist)
+        if self.numpy_update is not None:
+            metrics, finite = self.numpy_update.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings)
+        else:
+            metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
+                                         grad_groups(self.actor, self.critic, self.cfg.separate_optimizers),
+                                         lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist)
         problem = self.guard.after_update(finite, self.dist.all_true)
         if problem:
             self._record("non_finite", problem)
