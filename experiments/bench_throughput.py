@@ -36,7 +36,8 @@ def _peak_rss_mb() -> float:
 
 
 def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int, overlap: bool = False,
-              compile: bool = False, numpy_acting: bool = True, backend: str = "sync") -> dict:
+              compile: bool = False, numpy_acting: bool = True, backend: str = "sync",
+              numpy_update: bool = True) -> dict:
     from core.config import TrainConfig
     from core.logging import MetricLogger, read_metrics
     from core.runner import resolve_for_env
@@ -45,7 +46,8 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = resolve_for_env(TrainConfig(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
                                           num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap,
-                                          backend=backend, compile=compile, numpy_acting=numpy_acting, progress=False,
+                                          backend=backend, compile=compile, numpy_acting=numpy_acting,
+                                          numpy_update=numpy_update, progress=False,
                                           tensorboard=False, eval_episodes=0, run_dir=run_dir))
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))
@@ -127,10 +129,13 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
         runs += [("a", "ours ppo", dict(kind="ours", algo="ppo", num_envs=1)),
                  ("a", "ours dapo", dict(kind="ours", algo="dapo", num_envs=1)),
                  ("a", "ours ppo, torch acting", dict(kind="ours", algo="ppo", num_envs=1, numpy_acting=False)),
+                 ("a", "ours ppo, torch update", dict(kind="ours", algo="ppo", num_envs=1, numpy_update=False)),
                  ("a", "SB3 PPO", dict(kind="sb3", vec="dummy", num_envs=1))]
     if "b" in parts:
         runs += [("b", f"ours dapo x{many_envs} envs", dict(kind="ours", algo="dapo", num_envs=many_envs)),
                  ("b", f"ours ppo x{many_envs} envs", dict(kind="ours", algo="ppo", num_envs=many_envs)),
+                 ("b", f"ours ppo x{many_envs} envs, torch update", dict(kind="ours", algo="ppo", num_envs=many_envs,
+                                                                         numpy_update=False)),
                  ("b", f"ours ppo x{many_envs} envs +overlap", dict(kind="ours", algo="ppo", num_envs=many_envs,
                                                                     overlap=True)),
                  ("b", f"ours ppo x{many_envs} envs +compile", dict(kind="ours", algo="ppo", num_envs=many_envs,
