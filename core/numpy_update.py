@@ -79,8 +79,12 @@ class NumpyUpdate:
     def __init__(self, actor: GaussianActor, critic: Critic, optimizer: torch.optim.Optimizer, separate: bool):
         self.actor, self.critic, self.optimizer = actor, critic, optimizer
         self.params = [*actor.parameters(), *critic.parameters()]
-        if [p for g in optimizer.param_groups for p in g["params"]] != self.params or len(optimizer.param_groups) != 2:
+        grouped = [p for g in optimizer.param_groups for p in g["params"]]
+        if (len(optimizer.param_groups) != 2 or len(grouped) != len(self.params)
+                or any(p is not q for p, q in zip(grouped, self.params))):
             raise ValueError("NumpyUpdate expects an optimiser with an actor group and a critic group")
+        if any(g.get("weight_decay") or g.get("amsgrad") or g.get("maximize") for g in optimizer.param_groups):
+            raise ValueError("NumpyUpdate implements plain Adam (no weight decay, amsgrad or maximize)")
         sizes = [p.numel() for p in self.params]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)])
         n_actor = int(self.offsets[len(list(actor.parameters()))])
@@ -104,8 +108,8 @@ class NumpyUpdate:
         states = [self.optimizer.state[p] for p in self.params]
         m1, m2 = (np.concatenate([st[k].numpy().ravel() if st else np.zeros(p.numel(), np.float32)
                                   for st, p in zip(states, self.params)]) for k in ("exp_avg", "exp_avg_sq"))
-        steps = [float(states[0]["step"]) if states[0] else 0.0,
-                 float(states[-1]["step"]) if states[-1] else 0.0]  # per optimiser group
+        first = [g["params"][0] for g in self.optimizer.param_groups]
+        steps = [float(self.optimizer.state[p]["step"]) if self.optimizer.state[p] else 0.0 for p in first]
         view = {id(p): v for p, v in zip(self.params, self._views(flat))}
 
         def layers(net: nn.Sequential) -> list[tuple[Array, Array]]:
@@ -115,7 +119,11 @@ class NumpyUpdate:
         self.actor_net, self.critic_net = _MLP(layers(self.actor.net)), _MLP(layers(self.critic.net))
         self.log_std = view[id(self.actor.log_std)]
         data = [x.numpy() for x in sampler.window()]
-        totals, names, n, finite = None, [], 0, True
+        totals, names, n = None, [], 0
+
+        def means() -> dict[str, float]:
+            return {} if totals is None else dict(zip(names, (totals / n).tolist()))
+
         try:
             for _ in range(s.num_epochs):
                 for idx, weights in sampler.minibatches(s.num_minibatches, s.minibatch_size):
@@ -123,8 +131,7 @@ class NumpyUpdate:
                     parts, grad = self._loss_and_grads(mb, None if weights is None else weights.numpy(),
                                                        clip_ranges, s)
                     if not np.isfinite(parts["loss"]):  # never let NaN/Inf reach the weights
-                        finite = False
-                        return ({} if totals is None else dict(zip(names, totals / n))), finite
+                        return means(), False
                     self._clip(grad, s.max_grad_norm)
                     for k, sl in enumerate(self.opt_slices):
                         steps[k] += 1
@@ -133,7 +140,7 @@ class NumpyUpdate:
                     values = np.array([float(v) for v in parts.values()])
                     totals = values if totals is None else totals + values
                     n += 1
-            return ({} if totals is None else dict(zip(names, totals / n))), finite
+            return means(), True
         finally:  # the torch tensors get every step taken, however the update ended
             self._write_back(flat, m1, m2, steps)
 

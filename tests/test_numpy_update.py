@@ -122,3 +122,14 @@ def test_trainer_takes_the_numpy_path_where_supported_and_matches_torch(tmp_path
     for p, q in zip(trainers[True].actor.parameters(), trainers[False].actor.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=2e-6)
     assert Trainer(small_config(tmp_path / "cp"), tmp_path / "cp").numpy_update is None
+
+
+def test_non_finite_loss_stops_before_the_weights():
+    actor, critic, opt, sampler = _setup(False, False)
+    sampler.data.returns[:] = float("nan")
+    before = [p.detach().clone() for p in [*actor.parameters(), *critic.parameters()]]
+    settings = UpdateSettings(num_epochs=2, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
+                              ent_coef=0.0, max_grad_norm=0.5)
+    metrics, finite = NumpyUpdate(actor, critic, opt, True).update(sampler, (0.2, 0.2, None), settings)
+    assert not finite and metrics == {}
+    assert all(torch.equal(p, q) for p, q in zip([*actor.parameters(), *critic.parameters()], before))
