@@ -48,7 +48,7 @@ class TrainConfig:
     """torch.compile the sampler arithmetic and the minibatch forward pass (falls back with a warning);
     on small CPU MLPs it costs start-up time and gains nothing (experiments/results/throughput)."""
     torch_threads: int = 1
-    """CPU threads for torch; small MLPs run fastest single-threaded."""
+    """CPU threads for torch and for NumPy's BLAS (NumPy acting and update); small MLPs run fastest single-threaded."""
 
     # --- rollout ----------------------------------------------------------------------------
     num_envs: Optional[int] = None
@@ -66,9 +66,9 @@ class TrainConfig:
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
     numpy_update: bool = True
-    """On the CPU, run the update's gradient steps for a Gaussian MLP actor and MLP critic in NumPy with
-    hand-derived gradients (core/numpy_update.py; same losses and Adam, tested against the torch update):
-    ~5x less per-step overhead at minibatch 64. Off, or discrete/CNN/GPU/--compile/torchrun: torch."""
+    """On the CPU, run the update's gradient steps for MLP actor-critics (Gaussian or categorical) in NumPy
+    with hand-derived gradients (core/numpy_update.py; same losses and Adam, tested against the torch
+    update): ~4x faster updates at minibatch 64. Off, or CNN/GPU/--compile/torchrun: torch."""
     norm_obs: Optional[bool] = None
     """Normalise observations with running statistics (preset: off classic, on continuous)."""
     norm_reward: Optional[bool] = None

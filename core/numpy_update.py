@@ -1,4 +1,4 @@
-"""A NumPy twin of :func:`core.update.ppo_update` for the small CPU MLPs of continuous control.
+"""A NumPy twin of :func:`core.update.ppo_update` for small CPU MLP actor-critics.
 
 At minibatch 64 a torch gradient step on two 64x64 MLPs is mostly per-op dispatch (forward, autograd,
 clipping and Adam: ~1.1 ms on the 2-core build machine, 320 of them per 2048-step iteration), while the
@@ -11,8 +11,10 @@ torch's (``fused=True``) update rule.  Parameters and Adam moments are updated *
 tensors' memory** (``Tensor.numpy()`` shares it), so checkpoints, health monitors and the torch path
 always see the same weights.  ``tests/test_numpy_update.py`` checks the result against ``ppo_update``.
 
-Supports a :class:`~core.networks.GaussianActor` and a :class:`~core.networks.Critic` whose nets are
-tanh MLPs, on the CPU, on one process; :meth:`NumpyUpdate.supports` says when.
+Supports a :class:`~core.networks.GaussianActor` or :class:`~core.networks.CategoricalActor` and a
+:class:`~core.networks.Critic` whose nets are tanh MLPs, on the CPU, on one process;
+:meth:`NumpyUpdate.supports` says when.  The action distribution is a small head class
+(:class:`_GaussianHead`, :class:`_CategoricalHead`): log-probs and entropies forward, their gradients back.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import torch
 from torch import nn
 
 from core.acting import _is_tanh_mlp
-from core.networks import HALF_LOG_2PI, Critic, GaussianActor
+from core.networks import HALF_LOG_2PI, CategoricalActor, Critic, GaussianActor
 from core.sampler import DynamicSampler
 from core.update import UpdateSettings
 
@@ -62,6 +64,54 @@ def _linear_params(net: nn.Sequential) -> list[nn.Parameter]:
     return [q for layer in net if isinstance(layer, nn.Linear) for q in (layer.weight, layer.bias)]
 
 
+class _GaussianHead:
+    """Diagonal Gaussian, state-independent log-std: ``logp = sum_j(-z_j^2/2 - log_std_j - log(2 pi)/2)``,
+    ``z = (a - mu) / std``; entropy ``sum_j(1/2 + log(2 pi)/2 + log_std_j)``, the same for every sample."""
+
+    def __init__(self, actor: GaussianActor):
+        self.params = [actor.log_std]
+
+    def bind(self, views: list[Array]) -> None:
+        (self.log_std,) = views
+
+    def forward(self, mu: Array, actions: Array) -> tuple[Array, Array]:
+        """``mu (M, A)``, actions ``(M, A)`` -> logp ``(M,)``, entropy ``(M,)``."""
+        self.inv_std = np.exp(-self.log_std)
+        self.z = (actions - mu) * self.inv_std
+        logp = (-0.5 * self.z * self.z - self.log_std - HALF_LOG_2PI).sum(-1)
+        return logp, np.full(mu.shape[0], (0.5 + HALF_LOG_2PI + self.log_std).sum(), dtype=np.float32)
+
+    def backward(self, g_logp: Array, g_entropy: Array) -> tuple[Array, list[Array]]:
+        """dL/dlogp, dL/dentropy ``(M,)`` -> dL/dmu ``(M, A)`` and ``[dL/dlog_std]``."""
+        g_mu = g_logp[:, None] * self.z * self.inv_std
+        return g_mu, [(g_logp[:, None] * (self.z * self.z - 1.0)).sum(0) + g_entropy.sum()]
+
+
+class _CategoricalHead:
+    """Softmax over logits: ``logp = log_softmax(x)[a]``, entropy ``-sum_k p_k log p_k``."""
+
+    def __init__(self, actor: CategoricalActor):
+        self.params = []
+
+    def bind(self, views: list[Array]) -> None:
+        pass
+
+    def forward(self, logits: Array, actions: Array) -> tuple[Array, Array]:
+        """logits ``(M, n)``, actions ``(M,)`` -> logp ``(M,)``, entropy ``(M,)``."""
+        shifted = logits - logits.max(-1, keepdims=True)
+        self.log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))       # (M, n)
+        self.p = np.exp(self.log_p)
+        self.rows, self.actions = np.arange(len(actions)), actions.astype(np.int64)
+        self.entropy = -(self.p * self.log_p).sum(-1)
+        return self.log_p[self.rows, self.actions], self.entropy
+
+    def backward(self, g_logp: Array, g_entropy: Array) -> tuple[Array, list[Array]]:
+        """dlogp/dx = onehot(a) - p; dH/dx_j = -p_j (log p_j + H)."""
+        g_x = -self.p * (g_logp[:, None] + g_entropy[:, None] * (self.log_p + self.entropy[:, None]))
+        g_x[self.rows, self.actions] += g_logp
+        return g_x, []
+
+
 def _pick(a: Array, b: Array, ga: Array, gb: Array, take_smaller: bool) -> Array:
     """Gradient of elementwise ``min(a, b)`` (or ``max``) given the operands' gradients: torch's rule,
     the chosen operand's gradient, half of each on a tie."""
@@ -90,13 +140,14 @@ class NumpyUpdate:
         n_actor = int(self.offsets[len(list(actor.parameters()))])
         self.opt_slices = [slice(0, n_actor), slice(n_actor, int(self.offsets[-1]))]
         self.clip_slices = self.opt_slices if separate else [slice(0, int(self.offsets[-1]))]
+        self.head = _GaussianHead(actor) if isinstance(actor, GaussianActor) else _CategoricalHead(actor)
         # the order _loss_and_grads produces gradients in (layer by layer), mapped to self.params' order
-        produced = [*_linear_params(actor.net), actor.log_std, *_linear_params(critic.net)]
+        produced = [*_linear_params(actor.net), *self.head.params, *_linear_params(critic.net)]
         self.grad_order = [next(i for i, q in enumerate(produced) if q is p) for p in self.params]
 
     @staticmethod
     def supports(actor: nn.Module, critic: nn.Module, device: torch.device, distributed: bool) -> bool:
-        return (device.type == "cpu" and not distributed and isinstance(actor, GaussianActor)
+        return (device.type == "cpu" and not distributed and isinstance(actor, (GaussianActor, CategoricalActor))
                 and isinstance(critic, Critic) and _is_tanh_mlp(actor.net) and _is_tanh_mlp(critic.net))
 
     def _views(self, flat: Array) -> list[Array]:
@@ -117,7 +168,7 @@ class NumpyUpdate:
             return [(view[id(w)], view[id(b)]) for w, b in zip(ps[0::2], ps[1::2])]
 
         self.actor_net, self.critic_net = _MLP(layers(self.actor.net)), _MLP(layers(self.critic.net))
-        self.log_std = view[id(self.actor.log_std)]
+        self.head.bind([view[id(p)] for p in self.head.params])
         data = [x.numpy() for x in sampler.window()]
         totals, names, n = None, [], 0
 
@@ -190,12 +241,8 @@ class NumpyUpdate:
             adv = centred / (np.sqrt((centred * centred).sum() / (m - 1)) + 1e-8)
         pi_w = w if s.policy_weights else None
         one = np.ones(m, dtype=np.float32)
-        # policy: logp = sum_j(-z^2/2 - log_std - log(2 pi)/2), z = (a - mu) / std
-        mu, actor_inputs = self.actor_net.forward(obs)                                   # (M, A)
-        log_std = self.log_std
-        inv_std = np.exp(-log_std)
-        z = (actions - mu) * inv_std
-        logp = (-0.5 * z * z - log_std - HALF_LOG_2PI).sum(-1)
+        out, actor_inputs = self.actor_net.forward(obs)                           # (M, A) mean or (M, n) logits
+        logp, entropies = self.head.forward(out, actions)                         # (M,), (M,)
         log_ratio = logp - logp_old
         ratio = np.exp(log_ratio)
         clipped = np.clip(ratio, 1 - eps_low, 1 + eps_high)
@@ -203,12 +250,10 @@ class NumpyUpdate:
         surrogate = np.minimum(ratio * adv, clipped * adv)
         pw = one if pi_w is None else pi_w
         pi_loss = -(surrogate * pw).sum() / m
-        pw_mean = pw.sum() / m
         g_ratio = _pick(ratio * adv, clipped * adv, adv, adv * inside, take_smaller=True)
-        g_logp = -(pw / m) * g_ratio * ratio                                             # dL/dlogp (M,)
-        entropy = float((0.5 + HALF_LOG_2PI + log_std).sum() * pw_mean)
-        g_mu = g_logp[:, None] * z * inv_std                                             # (M, A)
-        g_log_std = (g_logp[:, None] * (z * z - 1.0)).sum(0) - s.ent_coef * pw_mean
+        g_logp = -(pw / m) * g_ratio * ratio                                      # dL/dlogp (M,)
+        entropy = float((entropies * pw).sum() / m)
+        g_out, g_head = self.head.backward(g_logp, -(s.ent_coef / m) * pw)        # dL/dH_i = -c_H w_i / M
         # value: E[(V-R)^2] or E[max((V-R)^2, (V_clip-R)^2)], V_clip = V_old + clip(V - V_old, -eps, eps)
         v, critic_inputs = self.critic_net.forward(obs)
         v = v[:, 0]
@@ -228,7 +273,7 @@ class NumpyUpdate:
         var_r = returns.var()
         ev = 1 - (returns - v).var() / max(var_r, 1e-30) if var_r > 0 else float("nan")
         loss = pi_loss + s.vf_coef * v_loss - s.ent_coef * entropy
-        grads = [*self.actor_net.backward(g_mu, actor_inputs), g_log_std,
+        grads = [*self.actor_net.backward(g_out, actor_inputs), *g_head,
                  *self.critic_net.backward(g_v[:, None], critic_inputs)]
         parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
                  "clip_fraction": (1.0 - inside).mean(), "approx_kl": ((ratio - 1) - log_ratio).mean(),

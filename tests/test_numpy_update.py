@@ -1,9 +1,9 @@
 """The NumPy update (``core.numpy_update``) against the torch update it replaces on the CPU.
 
 Same networks, same sampler draws, same settings: after several epochs of Adam steps the parameters, the
-Adam moments and the reported ``train/`` metrics must agree to float32 rounding, for PPO's joint clipping,
-GRPO's value clip and DAPO's separate groups with prioritised draws, importance weights, clip-higher
-and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
+Adam moments and the reported ``train/`` metrics must agree to float32 rounding, for Gaussian and
+categorical actors, PPO's joint clipping, GRPO's value clip and DAPO's separate groups with prioritised
+draws, importance weights, clip-higher and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
 outside these tolerances (the last test checks that the comparison can fail).
 """
 import copy
@@ -20,21 +20,23 @@ from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 N, OBS, ACT = 96, 5, 3
 
 
-def _data(seed: int = 0) -> Transitions:
+def _data(discrete: bool, seed: int = 0) -> Transitions:
     g = torch.Generator().manual_seed(seed)
-    return Transitions(obs=torch.randn(N, OBS, generator=g), actions=torch.randn(N, ACT, generator=g),
+    actions = torch.randint(0, ACT, (N,), generator=g) if discrete else torch.randn(N, ACT, generator=g)
+    return Transitions(obs=torch.randn(N, OBS, generator=g), actions=actions,
                        logp_old=-3 + 0.5 * torch.randn(N, generator=g), values_old=torch.randn(N, generator=g),
                        advantages=2 * torch.randn(N, generator=g), returns=torch.randn(N, generator=g))
 
 
-def _setup(dynamic: bool, importance: bool):
+def _setup(dynamic: bool, importance: bool, discrete: bool = False):
     torch.manual_seed(0)
-    actor, critic = GaussianActor(OBS, ACT, (16, 16)), Critic(OBS, (16, 16))
+    actor = CategoricalActor(OBS, ACT, (16, 16)) if discrete else GaussianActor(OBS, ACT, (16, 16))
+    critic = Critic(OBS, (16, 16))
     opt = torch.optim.Adam([{"params": actor.parameters(), "lr": 3e-3}, {"params": critic.parameters(), "lr": 1e-3}],
                            eps=1e-5, fused=True)
     sampler = DynamicSampler(N, torch.device("cpu"), Temperature("fixed", 0.5), dynamic=dynamic,
                              importance_correction=importance, seed=11)
-    sampler.add(_data())
+    sampler.add(_data(discrete))
     return actor, critic, opt, sampler
 
 
@@ -46,12 +48,13 @@ CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weig
 }
 
 
+@pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_numpy_update_matches_the_torch_update(case):
+def test_numpy_update_matches_the_torch_update(case, discrete):
     separate, clips, dynamic, importance, policy_weights, ent_coef = CASES[case]
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
                               ent_coef=ent_coef, max_grad_norm=0.5, policy_weights=policy_weights)
-    actor, critic, opt, sampler = _setup(dynamic, importance)
+    actor, critic, opt, sampler = _setup(dynamic, importance, discrete)
     twin = copy.deepcopy((actor, critic, opt, sampler))  # the same weights and the same draws
 
     def evaluate(mb):
@@ -73,13 +76,14 @@ def test_numpy_update_matches_the_torch_update(case):
         torch.testing.assert_close(t["exp_avg"], s["exp_avg"], rtol=1e-3, atol=1e-7)
 
 
-def test_the_comparison_detects_a_wrong_gradient(monkeypatch):
-    """Drop the entropy term from the log-std gradient: the DAPO case must then fail the same tolerance."""
+@pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
+def test_the_comparison_detects_a_wrong_gradient(monkeypatch, discrete):
+    """Drop the entropy bonus from the gradient: the DAPO case must then fail the same tolerance."""
     import core.numpy_update as nu
 
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
                               ent_coef=0.05, max_grad_norm=0.5)
-    actor, critic, opt, sampler = _setup(True, False)
+    actor, critic, opt, sampler = _setup(True, False, discrete)
     a2, c2, opt2, sampler2 = copy.deepcopy((actor, critic, opt, sampler))
     opt2.param_groups[0]["params"], opt2.param_groups[1]["params"] = list(a2.parameters()), list(c2.parameters())
     ppo_update(sampler, lambda mb: Evaluation(*actor.evaluate(mb.obs, mb.actions), critic(mb.obs)), opt,
@@ -92,21 +96,24 @@ def test_the_comparison_detects_a_wrong_gradient(monkeypatch):
     monkeypatch.setattr(nu.NumpyUpdate, "_loss_and_grads", without_entropy)
     nu.NumpyUpdate(a2, c2, opt2, True).update(sampler2, (0.2, 0.2, 0.4), settings)
     with pytest.raises(AssertionError):
-        torch.testing.assert_close(a2.log_std, actor.log_std, rtol=1e-4, atol=2e-6)
+        for p, q in zip(actor.parameters(), a2.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-4, atol=2e-6)
 
 
-def test_supports_only_cpu_gaussian_mlps_on_one_process():
+def test_supports_only_cpu_tanh_mlps_on_one_process():
     actor, critic = GaussianActor(OBS, ACT, (8,)), Critic(OBS, (8,))
     cpu = torch.device("cpu")
     assert NumpyUpdate.supports(actor, critic, cpu, distributed=False)
+    assert NumpyUpdate.supports(CategoricalActor(OBS, 2, (8,)), critic, cpu, distributed=False)
     assert not NumpyUpdate.supports(actor, critic, cpu, distributed=True)
     assert not NumpyUpdate.supports(actor, critic, torch.device("cuda"), distributed=False)
-    assert not NumpyUpdate.supports(CategoricalActor(OBS, 2, (8,)), critic, cpu, distributed=False)
+    relu_net = torch.nn.Sequential(torch.nn.Linear(OBS, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    assert not NumpyUpdate.supports(CategoricalActor(OBS, 2, (8,), net=relu_net), critic, cpu, distributed=False)
 
 
 def test_trainer_takes_the_numpy_path_where_supported_and_matches_torch(tmp_path, small_config):
     """One Pendulum iteration with and without ``--numpy-update``: the same collected data, then the same
-    weights and train/ metrics up to float32 rounding; CartPole (discrete) stays on torch."""
+    weights up to float32 rounding; --compile keeps the torch path."""
     from core.logging import MetricLogger
     from core.trainer import Trainer
 
@@ -121,7 +128,8 @@ def test_trainer_takes_the_numpy_path_where_supported_and_matches_torch(tmp_path
         trainers[fast].train(MetricLogger(d, tensorboard=False), max_iterations=1)
     for p, q in zip(trainers[True].actor.parameters(), trainers[False].actor.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=2e-6)
-    assert Trainer(small_config(tmp_path / "cp"), tmp_path / "cp").numpy_update is None
+    assert Trainer(small_config(tmp_path / "cp"), tmp_path / "cp").numpy_update is not None  # CartPole
+    assert Trainer(small_config(tmp_path / "c", compile=True), tmp_path / "c").numpy_update is None
 
 
 def test_non_finite_loss_stops_before_the_weights():
