@@ -10,7 +10,8 @@ The maths is :mod:`core.losses` exactly, including the subgradient conventions o
 (a tie splits the gradient half and half) and ``clamp`` (gradient 1 on the closed interval), and Adam is
 torch's (``fused=True``) update rule.  During an update parameters and Adam moments live in flat NumPy
 vectors; they are written back into the torch tensors when it ends (also after a non-finite loss), so
-checkpoints, health monitors and the torch path always see the same weights.  ``tests/test_numpy_update.py`` checks the result against ``ppo_update``.
+checkpoints, health monitors and the torch path always see the same weights.
+``tests/test_numpy_update.py`` checks the result against ``ppo_update``.
 
 Supports a :class:`~core.networks.GaussianActor` or :class:`~core.networks.CategoricalActor` and a
 :class:`~core.networks.Critic` whose nets are tanh MLPs, on the CPU, on one process;
