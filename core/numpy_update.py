@@ -198,21 +198,20 @@ class NumpyUpdate:
             self._write_back(flat, m1, m2, steps)
 
     def _write_back(self, flat: Array, m1: Array, m2: Array, steps: list[float]) -> None:
-        for k, group in enumerate(self.optimizer.param_groups):
-            for p in group["params"]:
-                i = next(j for j, q in enumerate(self.params) if q is p)
-                a, b = int(self.offsets[i]), int(self.offsets[i + 1])
-                with torch.no_grad():
-                    p.copy_(torch.from_numpy(flat[a:b].reshape(p.shape)))
-                if steps[k] == 0:
-                    continue
-                st = self.optimizer.state[p]
-                if not st:  # created as torch's Adam creates it, so either path can continue the other
-                    st.update(step=torch.zeros((), dtype=torch.float32), exp_avg=torch.zeros_like(p),
-                              exp_avg_sq=torch.zeros_like(p))
-                st["step"].fill_(steps[k])
-                st["exp_avg"].copy_(torch.from_numpy(m1[a:b].reshape(p.shape)))
-                st["exp_avg_sq"].copy_(torch.from_numpy(m2[a:b].reshape(p.shape)))
+        # self.params is the optimiser's groups in order (checked in __init__): group k spans opt_slices[k]
+        for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+            with torch.no_grad():
+                p.copy_(torch.from_numpy(flat[a:b].reshape(p.shape)))
+            t = steps[0 if a < self.opt_slices[0].stop else 1]
+            if t == 0:
+                continue
+            st = self.optimizer.state[p]
+            if not st:  # created as torch's Adam creates it, so either path can continue the other
+                st.update(step=torch.zeros((), dtype=torch.float32), exp_avg=torch.zeros_like(p),
+                          exp_avg_sq=torch.zeros_like(p))
+            st["step"].fill_(t)
+            st["exp_avg"].copy_(torch.from_numpy(m1[a:b].reshape(p.shape)))
+            st["exp_avg_sq"].copy_(torch.from_numpy(m2[a:b].reshape(p.shape)))
 
     def _clip(self, grad: Array, max_norm: float) -> None:
         """Per-group norm clipping, the rule of :func:`core.update.clip_grad_norms_`."""
@@ -249,10 +248,11 @@ class NumpyUpdate:
         ratio = np.exp(log_ratio)
         clipped = np.clip(ratio, 1 - eps_low, 1 + eps_high)
         inside = ((ratio >= 1 - eps_low) & (ratio <= 1 + eps_high)).astype(np.float32)
-        surrogate = np.minimum(ratio * adv, clipped * adv)
+        unclipped_term, clipped_term = ratio * adv, clipped * adv
+        surrogate = np.minimum(unclipped_term, clipped_term)
         pw = one if pi_w is None else pi_w
         pi_loss = -(surrogate * pw).sum() / m
-        g_ratio = _pick(ratio * adv, clipped * adv, adv, adv * inside, take_smaller=True)
+        g_ratio = _pick(unclipped_term, clipped_term, adv, adv * inside, take_smaller=True)
         g_logp = -(pw / m) * g_ratio * ratio                                      # dL/dlogp (M,)
         entropy = float((entropies * pw).sum() / m)
         g_out, g_head = self.head.backward(g_logp, -(s.ent_coef / m) * pw)        # dL/dH_i = -c_H w_i / M
@@ -269,7 +269,7 @@ class NumpyUpdate:
             err_clip = (v_clip - returns) ** 2
             per_sample = np.maximum(err, err_clip)
             g_v = _pick(err, err_clip, 2 * (v - returns), 2 * (v_clip - returns) * in_v, take_smaller=False)
-            clip_frac = float((np.abs(v - v_old) > eps_v).mean())
+            clip_frac = float((1.0 - in_v).mean())
         v_loss = (per_sample * vw).sum() / m
         g_v = (s.vf_coef * vw / m) * g_v
         var_r = returns.var()
