@@ -60,8 +60,9 @@ class TrainConfig:
     (EnvPool for the ids it supports, else sync). Preset: sync, envpool for Atari (EnvPool does the
     DQN preprocessing in C++: 84x84 grey, frame skip 4, stack 4, no-op starts, episodic life)."""
     overlap: bool = False
-    """Collect the next rollout in a worker thread while the learner updates (double buffering; the
-    one-update policy lag is corrected by the stored behaviour log-probs)."""
+    """Collect the next rollout while the learner updates (double buffering; the one-update policy lag is
+    corrected by the stored behaviour log-probs). CPU MLP policies with NumPy acting (sync/EnvPool
+    backends): a worker process steps the envs on another core; otherwise a worker thread."""
     numpy_acting: bool = True
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""

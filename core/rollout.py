@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import copy
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -130,20 +130,24 @@ class Collector:
 
 
 class Prefetcher:
-    """Double buffering (SPEC 2.5): while the learner updates on rollout k, a worker thread collects
-    rollout k+1 with a frozen copy of the networks taken before the update.
+    """Double buffering (SPEC 2.5): while the learner updates on rollout k, a worker collects rollout k+1
+    with a frozen copy of the networks taken before the update.
 
-    The data is then one update old; the stored behaviour ``logp_old`` and ``V_old`` make the clipped
-    objectives correct for it.  With ``enabled=False`` this is a plain synchronous collector.
+    The worker is the collector's own process when it has one (:class:`core.collector_process.CollectorProcess`
+    has ``submit``), else a thread.  The data is then one update old; the stored behaviour ``logp_old``
+    and ``V_old`` make the clipped objectives correct for it.  With ``enabled=False`` this is a plain
+    synchronous collector.
     """
 
-    def __init__(self, collector: Collector, actor: torch.nn.Module, critic: Critic, enabled: bool):
+    def __init__(self, collector, actor: torch.nn.Module, critic: Critic, enabled: bool):
         self.collector, self.enabled = collector, enabled
         # one deepcopy of the pair keeps parameters they share (an image encoder) shared in the copy
         self.behaviour = copy.deepcopy((actor, critic)) if enabled else None
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collector") if enabled else None
+        self.executor = None
+        if enabled and not hasattr(collector, "submit"):
+            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collector")
         self.pending: Optional[tuple] = None   # a finished prefetched rollout
-        self.future: Optional[Future] = None
+        self.future = None                      # a collection in flight (``result()`` returns it)
 
     def next(self, actor: torch.nn.Module, critic: Critic, prefetch: bool):
         """The rollout to learn from now; starts collecting the following one when ``prefetch``."""
@@ -154,7 +158,10 @@ class Prefetcher:
         if prefetch:
             for frozen, live in zip(self.behaviour, (actor, critic)):
                 frozen.load_state_dict(live.state_dict())
-            self.future = self.executor.submit(self.collector.collect, *self.behaviour)
+            if self.executor is None:
+                self.future = self.collector.submit(*self.behaviour)
+            else:
+                self.future = self.executor.submit(self.collector.collect, *self.behaviour)
         return ready
 
     def wait(self) -> None:

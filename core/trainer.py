@@ -20,6 +20,7 @@ from core import schedules
 from core.advantages import AutoLambda, gae, next_state_values
 from core.backends import make_backend
 from core.checkpoint import save_checkpoint
+from core.collector_process import CollectorProcess, WorkerSpec
 from core.compile import maybe_compile
 from core.config import ConfigError, TrainConfig
 from core.distributed import Distributed
@@ -83,9 +84,7 @@ class Trainer:
                                           fused=True)
         self.obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.norm_reward)
-        collector = Collector(self.envs, cfg.num_steps, self.obs_norm, self.reward_scaler, self.device, seed,
-                              cfg.numpy_acting)
-        self.rollouts = Prefetcher(collector, self.actor, self.critic, cfg.overlap)
+        self.rollouts = Prefetcher(self._collector(seed), self.actor, self.critic, cfg.overlap)
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
@@ -117,6 +116,18 @@ class Trainer:
         self.stop_requested = False
         if checkpoint is not None:
             self.load_state_dict(checkpoint)
+
+    def _collector(self, seed: int):
+        """In-process, or, for ``--overlap`` with NumPy-acting MLPs on the CPU, in a worker process that
+        steps the envs on the other core while this one updates (core/collector_process.py)."""
+        c = self.cfg
+        if c.overlap and c.numpy_acting and CollectorProcess.supports(self.actor, self.critic, self.device,
+                                                                       c.backend, self.dist.enabled):
+            self.envs.close()  # the worker makes its own, seeded alike
+            spec = WorkerSpec(c.env, c.num_envs, c.backend, seed, c.num_steps, c.norm_obs, c.norm_reward, c.gamma,
+                              tuple(c.hidden_sizes))
+            return CollectorProcess(spec, self.obs_norm, self.reward_scaler)
+        return Collector(self.envs, c.num_steps, self.obs_norm, self.reward_scaler, self.device, seed, c.numpy_acting)
 
     # --- schedules ---------------------------------------------------------------------------
     def clip_ranges(self) -> tuple[float, float, Optional[float]]:

@@ -138,6 +138,8 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
                                                                          numpy_update=False)),
                  ("b", f"ours ppo x{many_envs} envs +overlap", dict(kind="ours", algo="ppo", num_envs=many_envs,
                                                                     overlap=True)),
+                 ("b", f"ours dapo x{many_envs} envs +overlap", dict(kind="ours", algo="dapo", num_envs=many_envs,
+                                                                     overlap=True)),
                  ("b", f"ours ppo x{many_envs} envs +compile", dict(kind="ours", algo="ppo", num_envs=many_envs,
                                                                     compile=True)),
                  # env processes step while the learner updates: the two cores work at once
