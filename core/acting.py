@@ -54,12 +54,26 @@ def _forward(weights: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.
     return x @ w + b
 
 
+def _side_by_side(a: list[tuple[np.ndarray, np.ndarray]],
+                  c: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two MLPs of equal depth on the same input as one: the first layers' weights side by side, the
+    later ones block-diagonal, so ``_forward`` of the result is ``[actor(x), critic(x)]`` concatenated
+    in half the NumPy calls (each call's overhead, not its arithmetic, is the cost at a few rows)."""
+    fused = [(np.concatenate([a[0][0], c[0][0]], 1), np.concatenate([a[0][1], c[0][1]]))]
+    for (wa, ba), (wc, bc) in zip(a[1:], c[1:]):
+        w = np.zeros((wa.shape[0] + wc.shape[0], wa.shape[1] + wc.shape[1]), np.float32)
+        w[:wa.shape[0], :wa.shape[1]], w[wa.shape[0]:, wa.shape[1]:] = wa, wc
+        fused.append((w, np.concatenate([ba, bc])))
+    return fused
+
+
 class NumpyActing:
     """MLP actor and critic evaluated in NumPy float32; samples from its own seeded generator ``rng``."""
 
     def __init__(self, actor: nn.Module, critic: nn.Module, rng: np.random.Generator):
         self.rng = rng
         self.actor_w, self.critic_w = _mlp_weights(actor.net), _mlp_weights(critic.net)
+        self.fused = _side_by_side(self.actor_w, self.critic_w) if len(self.actor_w) == len(self.critic_w) else None
         self.gaussian = isinstance(actor, GaussianActor)
         if self.gaussian:
             log_std = actor.log_std.detach().numpy().astype(np.float32)
@@ -72,9 +86,13 @@ class NumpyActing:
         return (device.type == "cpu" and isinstance(actor, (GaussianActor, CategoricalActor))
                 and isinstance(critic, Critic) and _is_tanh_mlp(actor.net) and _is_tanh_mlp(critic.net))
 
-    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        x = obs.numpy()
-        out = _forward(self.actor_w, x)                                              # (N, A) or (N, n)
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """NumPy in, NumPy out: the collector keeps the whole rollout in arrays (no per-step tensors)."""
+        if self.fused is not None:
+            both = _forward(self.fused, obs)                                         # (N, A + 1) or (N, n + 1)
+            out, value = both[:, :-1], both[:, -1]
+        else:
+            out, value = _forward(self.actor_w, obs), self.value(obs)                # (N, A) or (N, n), (N,)
         if self.gaussian:
             noise = self.rng.standard_normal(out.shape, dtype=np.float32)
             action = out + self.std * noise
@@ -85,7 +103,7 @@ class NumpyActing:
             u = self.rng.random((out.shape[0], 1), dtype=np.float32)
             action = (np.exp(log_probs).cumsum(-1) < u).sum(-1).clip(max=out.shape[1] - 1)  # inverse CDF
             logp = np.take_along_axis(log_probs, action[:, None], -1)[:, 0]
-        return torch.from_numpy(action), torch.from_numpy(logp.astype(np.float32)), self.value(obs)
+        return action, logp.astype(np.float32, copy=False), value
 
-    def value(self, obs: Tensor) -> Tensor:
-        return torch.from_numpy(_forward(self.critic_w, obs.numpy())[:, 0])
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return _forward(self.critic_w, obs)[:, 0]

@@ -47,17 +47,23 @@ class GymnasiumBackend:
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space
         self._valid = np.ones(num_envs, dtype=bool)
+        self._no_final: Optional[np.ndarray] = None
 
     def reset(self, seed: int) -> np.ndarray:
         return self.envs.reset(seed=seed)[0]
 
     def step(self, actions: np.ndarray) -> StepResult:
         obs, reward, term, trunc, info = self.envs.step(actions)
-        final = np.zeros_like(obs)
         done = term | trunc
         if done.any():
+            final = np.zeros_like(obs)
             idx = np.flatnonzero(done)
             final[idx] = np.stack(info["final_obs"][idx])
+        else:  # most steps: one shared all-zero array (read-only for consumers), not a fresh one per step
+            if self._no_final is None or self._no_final.shape != obs.shape:
+                self._no_final = np.zeros_like(obs)
+                self._no_final.flags.writeable = False
+            final = self._no_final
         return StepResult(obs, reward, term, trunc, final, self._valid, reward, done)
 
     def state(self) -> Optional[bytes]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -101,25 +102,31 @@ class ObsNormalizer:
         self.enabled, self.clip = enabled, clip
         self.rms = RunningMeanStd(shape)
 
+        self._affine: Optional[tuple[np.ndarray, np.ndarray]] = None  # float32 (mean, 1/std), per statistics
+
     def update(self, raw_obs: np.ndarray) -> None:
         """Add raw observations ``(B, D)`` to the statistics (the collector calls this once per rollout)."""
         if self.enabled:
             self.rms.update(np.asarray(raw_obs, dtype=np.float64))
+            self._affine = None
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Always a new array: vector envs may reuse their observation buffer on the next step.
         uint8 images pass through as uint8 (4x less rollout memory; the CNN scales them)."""
         if not self.enabled:
             return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
-        obs = np.asarray(obs, dtype=np.float32)
-        out = (obs - self.rms.mean) / np.sqrt(self.rms.var + 1e-8)
-        return np.clip(out, -self.clip, self.clip).astype(np.float32)
+        if self._affine is None:  # statistics change once per rollout; this runs at every env step
+            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + 1e-8)).astype(np.float32))
+        mean, inv_std = self._affine
+        out = (np.asarray(obs, dtype=np.float32) - mean) * inv_std
+        return np.clip(out, -self.clip, self.clip, out=out)
 
     def state_dict(self) -> dict:
         return self.rms.state_dict()
 
     def load_state_dict(self, s: dict) -> None:
         self.rms.load_state_dict(s)
+        self._affine = None
 
 
 class RewardScaler:
@@ -158,10 +165,10 @@ class RewardScaler:
         self.discounted = np.asarray(s["discounted"]).copy()
 
 
-def to_env_actions(actions: Tensor, act_space: gym.Space) -> np.ndarray:
-    """Tensor actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
+def to_env_actions(actions, act_space: gym.Space) -> np.ndarray:
+    """Tensor or array actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
     (the stored, unclipped action keeps the log-prob consistent)."""
-    a = actions.cpu().numpy()
+    a = actions.cpu().numpy() if isinstance(actions, Tensor) else actions
     if isinstance(act_space, gym.spaces.Box):
         a = np.clip(a, act_space.low, act_space.high)
     return a

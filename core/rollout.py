@@ -54,6 +54,7 @@ class Collector:
         self.ep_length = np.zeros(envs.num_envs, dtype=np.int64)
 
     def _obs(self, raw: np.ndarray, staged: bool = True) -> Tensor:
+        """Normalised observations as a tensor on the training device (the torch policy's input)."""
         host = torch.from_numpy(self.obs_norm(raw))
         if self.device.type != "cuda" or not staged:
             return host.to(self.device)
@@ -80,7 +81,9 @@ class Collector:
         episodes: list[tuple[float, int]] = []
         use_numpy = self.numpy_acting and NumpyActing.supports(actor, critic, self.device)
         policy = NumpyActing(actor, critic, self.rng) if use_numpy else TorchActing(actor, critic)
-        current = self._obs(self.raw_obs)
+        # NumPy acting takes and returns arrays: the rollout stays in NumPy until it is stacked at the end
+        observe = self.obs_norm if use_numpy else self._obs
+        current = observe(self.raw_obs)
         for t in range(T):
             action, logp, value = policy.act(current)
             obs.append(current)
@@ -96,20 +99,23 @@ class Collector:
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(step.truncated)
-                final_obs = self._obs(step.final_obs[idx], staged=False)
-                final_values[t, torch.as_tensor(idx, device=self.device)] = policy.value(final_obs)
+                final_obs = self.obs_norm(step.final_obs[idx]) if use_numpy else self._obs(step.final_obs[idx], False)
+                final_values[t, torch.as_tensor(idx, device=self.device)] = torch.as_tensor(policy.value(final_obs))
             rewards[t], terminated[t], dones[t], valid[t] = step.reward, step.terminated, done, step.valid
             if raw_seen is not None:
                 raw_seen[t] = step.obs
-            current = self._obs(step.obs)
+            current = observe(step.obs)
         self.raw_obs = np.array(step.obs)
-        last_values = policy.value(current)
+        last_values = torch.as_tensor(policy.value(current))
         if raw_seen is not None:
             self.obs_norm.update(raw_seen.reshape(-1, *raw_seen.shape[2:]))
 
         def dev(x):
             return torch.as_tensor(x, device=self.device)
-        rollout = Rollout(torch.stack(obs), torch.stack(actions), torch.stack(logps), torch.stack(values),
+
+        def stack(xs):
+            return torch.from_numpy(np.stack(xs)) if use_numpy else torch.stack(xs)
+        rollout = Rollout(stack(obs), stack(actions), stack(logps), stack(values),
                           dev(self.reward_scaler(rewards, dones)), dev(terminated), dev(dones), final_values,
                           dev(valid))
         return rollout, last_values, episodes

@@ -86,9 +86,15 @@ def work_raw(num_envs: int, steps: int, seed: int, threads: int, backend: str = 
 
     from core.envs import make_vec_env
 
-    envs = make_vec_env(ENV, num_envs, asynchronous=backend == "async")
+    if backend == "envpool":
+        from core.backends import EnvPoolBackend
+
+        envs = EnvPoolBackend(ENV, num_envs, seed).envs  # the library's own vector env, as the trainer makes it
+    else:
+        envs = make_vec_env(ENV, num_envs, asynchronous=backend == "async")
     envs.reset(seed=seed)
-    actions = np.stack([envs.action_space.sample() for _ in range(256)])
+    space = getattr(envs, "single_action_space", envs.action_space)  # EnvPool's action_space is per env
+    actions = np.array([[space.sample() for _ in range(num_envs)] for _ in range(256)])
     t0 = time.perf_counter()
     for i in range(steps // num_envs):
         envs.step(actions[i % 256])
@@ -145,11 +151,17 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
                  # env processes step while the learner updates: the two cores work at once
                  ("b", f"ours ppo x{many_envs} envs async +overlap",
                   dict(kind="ours", algo="ppo", num_envs=many_envs, backend="async", overlap=True)),
+                 # EnvPool steps its envs in C++ threads (HalfCheetah-v5 is one of its MuJoCo ids)
+                 ("b", f"ours ppo x{many_envs} envs envpool", dict(kind="ours", algo="ppo", num_envs=many_envs,
+                                                                   backend="envpool")),
+                 ("b", f"ours ppo x{many_envs} envs envpool +overlap",
+                  dict(kind="ours", algo="ppo", num_envs=many_envs, backend="envpool", overlap=True)),
                  ("b", f"SB3 PPO SubprocVecEnv x{many_envs}", dict(kind="sb3", vec="subproc", num_envs=many_envs)),
                  ("b", f"SB3 PPO DummyVecEnv x{many_envs}", dict(kind="sb3", vec="dummy", num_envs=many_envs))]
     if "c" in parts:
         runs += [("c", f"raw env stepping x{n}", dict(kind="raw", num_envs=n)) for n in sorted({1, many_envs})]
-        runs += [("c", f"raw env stepping x{many_envs} async", dict(kind="raw", num_envs=many_envs, backend="async"))]
+        runs += [("c", f"raw env stepping x{many_envs} {b}", dict(kind="raw", num_envs=many_envs, backend=b))
+                 for b in ("async", "envpool")]
     for _, _, kw in runs:
         kw.update({"threads": threads, "seed": seed, ("steps" if kw["kind"] == "raw" else "total_steps"): total})
     return runs

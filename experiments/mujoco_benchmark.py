@@ -59,7 +59,10 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
 }
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
-SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS}
+# double buffering: is learning from one-update-old data (process worker on CPU) as good as in-step collection?
+OVERLAP = {"dapo": ["--algo", "dapo"], "dapo-overlap": ["--algo", "dapo", "--overlap"],
+           "ppo": ["--algo", "ppo"], "ppo-overlap": ["--algo", "ppo", "--overlap"]}
+SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS, "overlap": OVERLAP}
 
 
 def run_dir(runs: Path, env: str, variant: str, seed: int) -> Path:
@@ -120,7 +123,7 @@ def sb3_worker(env: str, seed: int, steps: int, out: Path) -> None:
 def main(argv=None, prog=None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", choices=sorted(SUITES), default="main", help="main table, ablations or robustness grid")
+    p.add_argument("--suite", choices=sorted(SUITES), default="main", help="main table, ablations, robustness grid or overlap (double buffering) check")
     p.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"])
     p.add_argument("--variants", nargs="+", help="subset of the suite's variants (default: all)")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])

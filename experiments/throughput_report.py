@@ -72,13 +72,17 @@ def write_report(rows: list[dict], out: Path, command: str, machine: str, args) 
                 if not peer.startswith("ours"):
                     continue
                 n = 1 if group is a else args.many_envs
-                backend = " async" if "async" in peer else ""
+                backend = next((f" {b}" for b in ("async", "envpool") if b in peer), "")
                 raw = c.get(f"raw env stepping x{n}{backend}")
                 if raw:
-                    frac = statistics.median(r["sps"] for r in rs) / statistics.median(r["sps"] for r in raw)
+                    raw_sps = statistics.median(r["sps"] for r in raw)
+                    frac = statistics.median(r["sps"] for r in rs) / raw_sps
+                    # iterations after the first: no start-up (env creation, first synchronous collection)
+                    steady = n * (2048 // n) / _median(rs, "iter_s") / raw_sps
                     split = ", ".join(f"{k} {_median(rs, k + '_s'):.3f}s" for k in ("collect", "advantage", "update"))
                     md.append(f"- {peer}: {frac:.0%} of the raw x{n}{backend} stepping rate (target >= 60%: "
-                              f"{'met' if frac >= 0.6 else 'NOT met'}); per iteration: {split}")
+                              f"{'met' if frac >= 0.6 else 'NOT met'}; {steady:.0%} per iteration after the "
+                              f"first); per iteration: {split}")
         md.append("")
     if a:
         ppo_it, dapo_it = _median(a["ours ppo"], "iter_s"), _median(a["ours dapo"], "iter_s")

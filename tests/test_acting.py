@@ -16,11 +16,16 @@ def _perturbed(module):
     return module
 
 
+def _act(acting: NumpyActing, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """NumpyActing works on arrays; the checks compare tensors with the torch networks."""
+    return tuple(torch.from_numpy(x) for x in acting.act(obs.numpy()))
+
+
 def test_gaussian_logp_and_values_match_torch():
     actor, critic = _perturbed(GaussianActor(5, 3, (16, 16))), _perturbed(Critic(5, (16, 16)))
     obs = torch.randn(7, 5)
     acting = NumpyActing(actor, critic, np.random.default_rng(0))
-    action, logp, value = acting.act(obs)
+    action, logp, value = _act(acting, obs)
     assert action.shape == (7, 3) and logp.shape == (7,) and value.shape == (7,)
     torch_logp, _ = actor.evaluate(obs, action)
     torch.testing.assert_close(logp, torch_logp, rtol=1e-5, atol=1e-5)
@@ -30,7 +35,7 @@ def test_gaussian_logp_and_values_match_torch():
 def test_gaussian_samples_follow_the_policy():
     actor, critic = _perturbed(GaussianActor(4, 2, (8,))), _perturbed(Critic(4, (8,)))
     obs = torch.randn(1, 4).expand(20_000, 4).contiguous()
-    action, _, _ = NumpyActing(actor, critic, np.random.default_rng(1)).act(obs)
+    action, _, _ = _act(NumpyActing(actor, critic, np.random.default_rng(1)), obs)
     with torch.no_grad():
         dist = actor.distribution(obs[:1])
     torch.testing.assert_close(action.mean(0), dist.mean[0], atol=0.05 * float(dist.stddev.max()), rtol=0)
@@ -40,7 +45,7 @@ def test_gaussian_samples_follow_the_policy():
 def test_categorical_logp_matches_torch_and_frequencies_match_softmax():
     actor, critic = _perturbed(CategoricalActor(6, 4, (16,))), _perturbed(Critic(6, (16,)))
     obs = torch.randn(1, 6).expand(40_000, 6).contiguous()
-    action, logp, _ = NumpyActing(actor, critic, np.random.default_rng(2)).act(obs)
+    action, logp, _ = _act(NumpyActing(actor, critic, np.random.default_rng(2)), obs)
     assert action.dtype == torch.int64
     torch_logp, _ = actor.evaluate(obs, action)
     torch.testing.assert_close(logp, torch_logp, rtol=1e-5, atol=1e-5)
@@ -52,8 +57,8 @@ def test_categorical_logp_matches_torch_and_frequencies_match_softmax():
 def test_same_seed_same_actions():
     actor, critic = GaussianActor(3, 2, (8,)), Critic(3, (8,))
     obs = torch.randn(4, 3)
-    a1 = NumpyActing(actor, critic, np.random.default_rng(5)).act(obs)[0]
-    a2 = NumpyActing(actor, critic, np.random.default_rng(5)).act(obs)[0]
+    a1 = _act(NumpyActing(actor, critic, np.random.default_rng(5)), obs)[0]
+    a2 = _act(NumpyActing(actor, critic, np.random.default_rng(5)), obs)[0]
     assert torch.equal(a1, a2)
 
 
@@ -85,3 +90,16 @@ def test_collector_paths_agree_on_values(numpy_acting):
         torch.testing.assert_close(ro.values.reshape(-1), critic(flat_obs), rtol=1e-5, atol=1e-5)
         logp, _ = actor.evaluate(flat_obs, ro.actions.reshape(-1, 1))
         torch.testing.assert_close(ro.logp.reshape(-1), logp, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("critic_hidden", [(16, 16), (12,)])
+def test_actor_and_critic_in_one_forward_or_two(critic_hidden):
+    """Equal depths run as one side-by-side/block-diagonal MLP, other depths separately: same outputs."""
+    actor, critic = _perturbed(GaussianActor(5, 3, (16, 16))), _perturbed(Critic(5, critic_hidden))
+    acting = NumpyActing(actor, critic, np.random.default_rng(0))
+    assert (acting.fused is not None) == (len(critic_hidden) == 2)
+    obs = torch.randn(9, 5)
+    action, logp, value = _act(acting, obs)
+    torch.testing.assert_close(value, critic(obs), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.from_numpy(acting.value(obs.numpy())), critic(obs), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logp, actor.evaluate(obs, action)[0], rtol=1e-5, atol=1e-5)
