@@ -81,3 +81,28 @@ def test_a_dead_worker_gives_a_clear_error():
     with pytest.raises(RuntimeError, match="rollout worker process died"):
         remote.collect(actor, critic)
     remote.close()
+
+
+def test_overlap_by_process_trains_exactly_like_overlap_by_thread(tmp_path, small_config, monkeypatch):
+    """End to end, with observation and reward normalisation (the statistics travel with every request):
+    the worker process and the worker thread give the same weights and the same logged metrics."""
+    from core.logging import MetricLogger
+    from core.trainer import Trainer
+    from tests.test_trainer import _params, _rows
+
+    def run(name):
+        (tmp_path / name).mkdir()
+        cfg = small_config(tmp_path / name, env="Pendulum-v1", overlap=True, num_envs=2, num_steps=64,
+                           total_steps=6 * 128, norm_obs=True, norm_reward=True)
+        t = Trainer(cfg, tmp_path / name)
+        t.train(MetricLogger(tmp_path / name, tensorboard=False))
+        return t
+
+    process = run("process")
+    assert isinstance(process.rollouts.collector, CollectorProcess)
+    monkeypatch.setattr(CollectorProcess, "supports", staticmethod(lambda *args: False))
+    thread = run("thread")
+    assert isinstance(thread.rollouts.collector, Collector) and thread.rollouts.executor is not None
+    assert all(torch.equal(a, b) for a, b in zip(_params(process), _params(thread)))
+    assert _rows(tmp_path / "process" / "metrics.csv") == _rows(tmp_path / "thread" / "metrics.csv")
+    process.rollouts.collector.close()
