@@ -101,7 +101,6 @@ class ObsNormalizer:
     def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0):
         self.enabled, self.clip = enabled, clip
         self.rms = RunningMeanStd(shape)
-
         self._affine: Optional[tuple[np.ndarray, np.ndarray]] = None  # float32 (mean, 1/std), per statistics
 
     def update(self, raw_obs: np.ndarray) -> None:
