@@ -5,9 +5,11 @@ each repeat, so that machine noise hits all of them alike.  Parts (issue #3):
 
   a  equal hyper-parameters: HalfCheetah-v5, 1 env x 2048 steps, 10 epochs, minibatch 64, 64x64 tanh
      MLPs, observation + reward normalisation: ours ppo, ours dapo, SB3 PPO (DummyVecEnv + VecNormalize)
-  b  best configuration: ours with many envs vs SB3 with SubprocVecEnv and DummyVecEnv at the same count
-  c  the limit: raw random-action stepping rate of the same vector env; our SPS as a fraction of it,
-     and our per-iteration time split into collect / advantage / update
+  b  best configuration: ours with many envs (sync; NumPy or torch update; --overlap; --compile; async
+     env processes; EnvPool) vs SB3 with SubprocVecEnv and DummyVecEnv at the same count
+  c  the limit: raw random-action stepping rate of the same vector env (sync, async, EnvPool); our SPS as
+     a fraction of it, end to end and per iteration after the first, and our per-iteration time split
+     into collect / advantage / update
   d  DAPO's per-iteration time over PPO's (from part a)
 
     python experiments/bench_throughput.py --total-steps 100000 --repeats 2
