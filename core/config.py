@@ -62,7 +62,8 @@ class TrainConfig:
     overlap: bool = False
     """Collect the next rollout while the learner updates (double buffering; the one-update policy lag is
     corrected by the stored behaviour log-probs). CPU MLP policies with NumPy acting (sync/EnvPool
-    backends): a worker process steps the envs on another core; otherwise a worker thread."""
+    backends): a worker process steps the envs on another core; otherwise a worker thread. Off by default:
+    1.4x SPS at 8 envs on 2 cores, but lower returns on HalfCheetah (experiments/results/overlap)."""
     numpy_acting: bool = True
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
