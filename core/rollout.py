@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
@@ -53,8 +54,11 @@ class Collector:
         self.ep_return = np.zeros(envs.num_envs)
         self.ep_length = np.zeros(envs.num_envs, dtype=np.int64)
 
-    def _obs(self, raw: np.ndarray, staged: bool = True) -> Tensor:
-        """Normalised observations as a tensor on the training device (the torch policy's input)."""
+    def _obs(self, raw: np.ndarray, staged: bool = True, as_numpy: bool = False):
+        """Normalised observations: a NumPy array (``as_numpy``, NumPy acting's input) or a tensor on the
+        training device (the torch policy's input)."""
+        if as_numpy:
+            return self.obs_norm(raw)
         host = torch.from_numpy(self.obs_norm(raw))
         if self.device.type != "cuda" or not staged:
             return host.to(self.device)
@@ -82,7 +86,7 @@ class Collector:
         use_numpy = self.numpy_acting and NumpyActing.supports(actor, critic, self.device)
         policy = NumpyActing(actor, critic, self.rng) if use_numpy else TorchActing(actor, critic)
         # NumPy acting takes and returns arrays: the rollout stays in NumPy until it is stacked at the end
-        observe = self.obs_norm if use_numpy else self._obs
+        observe = functools.partial(self._obs, as_numpy=use_numpy)
         current = observe(self.raw_obs)
         for t in range(T):
             action, logp, value = policy.act(current)
@@ -99,8 +103,8 @@ class Collector:
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(step.truncated)
-                final_obs = self.obs_norm(step.final_obs[idx]) if use_numpy else self._obs(step.final_obs[idx], False)
-                final_values[t, torch.as_tensor(idx, device=self.device)] = torch.as_tensor(policy.value(final_obs))
+                final_values[t, torch.as_tensor(idx, device=self.device)] = torch.as_tensor(
+                    policy.value(observe(step.final_obs[idx], staged=False)))
             rewards[t], terminated[t], dones[t], valid[t] = step.reward, step.terminated, done, step.valid
             if raw_seen is not None:
                 raw_seen[t] = step.obs
