@@ -53,11 +53,12 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
                                           tensorboard=False, eval_episodes=0, run_dir=run_dir))
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))
+        init = time.perf_counter() - t0  # envs, networks, collector worker, optimiser (see the report)
         trainer.train(MetricLogger(Path(run_dir), tensorboard=False))
         wall = time.perf_counter() - t0
         m = read_metrics(Path(run_dir) / "metrics.csv")
     phases = {k: statistics.mean(m[f"time/{k}_s"][1:]) for k in ("collect", "advantage", "update")}
-    return {"wall_s": wall, "steps": trainer.global_step, "final_return": trainer.recent_return(),
+    return {"wall_s": wall, "init_s": init, "steps": trainer.global_step, "final_return": trainer.recent_return(),
             "iter_s": sum(phases.values()), **{f"{k}_s": v for k, v in phases.items()}}
 
 
@@ -131,7 +132,9 @@ def machine(with_load: bool = True) -> str:
             + (f"; load average at start {os.getloadavg()[0]:.2f}" if with_load else ""))
 
 
-def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> list[tuple[str, str, dict]]:
+def plan(parts: str, total: int, many_envs: int, threads: int, seed: int,
+         peers: list[str] | None = None) -> list[tuple[str, str, dict]]:
+    """The runs of ``parts``; with ``peers``, only the training runs of those names (raw stepping always)."""
     runs = []
     if "a" in parts or "d" in parts:
         runs += [("a", "ours ppo", dict(kind="ours", algo="ppo", num_envs=1)),
@@ -164,6 +167,13 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int) -> lis
         runs += [("c", f"raw env stepping x{n}", dict(kind="raw", num_envs=n)) for n in sorted({1, many_envs})]
         runs += [("c", f"raw env stepping x{many_envs} {b}", dict(kind="raw", num_envs=many_envs, backend=b))
                  for b in ("async", "envpool")]
+    if peers:
+        trained = [name for _, name, kw in runs if kw["kind"] != "raw"]
+        unknown = sorted(set(peers) - set(trained))
+        if unknown:
+            raise SystemExit(f"error: unknown --peers {unknown} for --parts {parts}; choose from: "
+                             + "; ".join(trained))
+        runs = [r for r in runs if r[1] in peers or r[2]["kind"] == "raw"]
     for _, _, kw in runs:
         kw.update({"threads": threads, "seed": seed, ("steps" if kw["kind"] == "raw" else "total_steps"): total})
     return runs
@@ -178,6 +188,9 @@ def main(argv=None, prog=None) -> None:
     p.add_argument("--many-envs", type=int, default=8, help="env count for the best-configuration part b")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads for every peer")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--peers", nargs="+", metavar="NAME",
+                   help="run only these training peers of the chosen parts (exact names as in the tables, e.g. "
+                        "'ours ppo x8 envs +overlap'); raw stepping runs are always kept")
     p.add_argument("--out", type=Path, default=OUT, help="results directory")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -191,7 +204,7 @@ def main(argv=None, prog=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     header = machine()
     rows = []
-    runs = plan(args.parts, args.total_steps, args.many_envs, args.threads, args.seed)
+    runs = plan(args.parts, args.total_steps, args.many_envs, args.threads, args.seed, args.peers)
     for rep in range(args.repeats):
         for part, name, kw in runs:
             r = run_worker(**kw)
@@ -199,7 +212,7 @@ def main(argv=None, prog=None) -> None:
             rows.append(r)
             print(f"[{rep + 1}/{args.repeats}] {part} {name:34s} {r['sps']:8.0f} SPS  wall {r['wall_s']:6.1f}s  "
                   f"rss {r['peak_rss_mb']:6.0f} MB  return {r['final_return']:8.1f}", flush=True)
-    command = "python experiments/bench_throughput.py " + " ".join(argv)
+    command = "python experiments/bench_throughput.py " + " ".join(f"'{a}'" if " " in a else a for a in argv)
     write_report(rows, args.out, command, header, args)
 
 

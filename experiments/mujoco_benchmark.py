@@ -56,6 +56,10 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-kl0.005": ["--algo", "dapo", "--target-kl", "0.005"],
     "dapo-kl0.01": ["--algo", "dapo", "--target-kl", "0.01"],
     "dapo-kl0.008-const-lr": ["--algo", "dapo", "--target-kl", "0.008", "--no-anneal-lr"],
+    # GRPO's tight value clip (0.2, constant) in place of eps_V 0.5 -> 0.3, with either draw rule
+    "dapo-epsV0.2": ["--algo", "dapo", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
+    "dapo-systematic-epsV0.2": ["--algo", "dapo", "--resampling", "systematic", "--eps-v-start", "0.2",
+                                "--eps-v-schedule", "constant"],
 }
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}

@@ -95,3 +95,37 @@ def test_mujoco_report_keeps_committed_runs_and_refuses_other_budgets(tmp_path):
     assert len(curves) == 1 + 3 * 101 and "E-v5,dapo,3,1000,500.0" in curves
     with pytest.raises(SystemExit, match="holds runs of \\[1000\\] env steps, this report is for 300000"):
         write_report(out, second, ["E-v5"], ["dapo"], [2, 3], 300000, "sweep 3")
+
+
+def test_throughput_peers_filter_keeps_named_runs_and_raw_stepping():
+    from experiments.bench_throughput import plan
+
+    runs = plan("bc", 1000, 8, 1, 1, peers=["ours ppo x8 envs +overlap", "SB3 PPO DummyVecEnv x8"])
+    names = [name for _, name, _ in runs]
+    assert names[:2] == ["ours ppo x8 envs +overlap", "SB3 PPO DummyVecEnv x8"]
+    assert all(name.startswith("raw") for name in names[2:]) and len(names) == 6  # x1, x8, async, envpool
+    with pytest.raises(SystemExit, match="unknown --peers .'ours ppo x9'. .*choose from: ours dapo x8 envs"):
+        plan("bc", 1000, 8, 1, 1, peers=["ours ppo x9"])
+
+
+def test_throughput_report_with_a_subset_of_peers(tmp_path):
+    """Only (b)'s overlap peer, SB3's DummyVecEnv and raw stepping: the report has (b) and (c), no (a)/(d)."""
+    from types import SimpleNamespace
+
+    from experiments.throughput_report import write_report
+
+    def row(part, peer, sps, **extra):
+        return dict(part=part, peer=peer, sps=sps, wall_s=100000 / sps, peak_rss_mb=300.0, final_return=float("nan"),
+                    repeat=0, **extra)
+
+    rows = [row("b", "ours ppo x8 envs +overlap", 4000.0, init_s=2.5, iter_s=0.4, collect_s=0.002,
+                advantage_s=0.006, update_s=0.39),
+            row("b", "SB3 PPO DummyVecEnv x8", 800.0), row("c", "raw env stepping x8", 5000.0)]
+    args = SimpleNamespace(total_steps=100000, repeats=1, seed=1, threads=1, many_envs=8)
+    write_report(rows, tmp_path, "cmd", "machine", args)
+    md = (tmp_path / "results.md").read_text()
+    assert "(a) Equal" not in md and "(d) DAPO" not in md
+    assert "our best / SB3's best SPS: target >= 3x: met (5.00 vs target 3.0)" in md
+    # 4000 / 5000 end to end; 2048 / 0.4 s = 5120 SPS per iteration = 102% of raw
+    assert "ours ppo x8 envs +overlap: 80% of the raw x8 stepping rate (target >= 60%: met; 102% per iteration" in md
+    assert "start-up 2.5s of 25.0s" in md
