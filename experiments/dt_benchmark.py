@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.notes import write_results_md
+from experiments.result_rows import write_rows
 from experiments.stats import steps_to_threshold
 from experiments.sweep import ROOT, run_cli
 
@@ -175,12 +176,7 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                   out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
         _save(fig, ax, "gradient steps", "evaluation score (whole games)", f"{' vs '.join(variants)} on {env}",
               out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
-    import csv
-
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["env"])
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(out / "results.csv", rows)
     write_results_md(out / "results.md", "\n".join(lines))
 
 

@@ -17,7 +17,6 @@ Needs the datasets locally (``dapo dataset collect``; ``MINARI_DATASETS_PATH`` s
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.notes import write_results_md
+from experiments.result_rows import write_rows
 from experiments.stats import heldout_skill
 
 TIME_BIN, COARSE_TIME_BIN, FOLDS = 100, 500, 5
@@ -100,10 +100,7 @@ def main(argv=None, prog=None) -> int:
         print(f"{name}: " + ", ".join(f"{r['predictor']} {r['heldout_skill']:+.3f}" for r in rows if r["dataset"] == name))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(out / "results.csv", rows)
     names = list(dict.fromkeys(r["dataset"] for r in rows))
     preds = list(dict.fromkeys(r["predictor"] for r in rows))
     skill = {(r["dataset"], r["predictor"]): r["heldout_skill"] for r in rows}

@@ -15,7 +15,6 @@ CI over seeds, env steps to thresholds) and learning_curves.png.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import platform
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.notes import write_results_md
+from experiments.result_rows import write_rows
 from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
 
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
@@ -126,10 +126,7 @@ def report(args, random_by_seed: list[float], wall: float) -> None:
                          "health_events": sum(summary["health_events"].values())})
     for s, r in enumerate(random_by_seed, start=1):
         rows.append({"algo": "random", "seed": s, "final_return": round(r, 3), "eval_return": round(r, 3)})
-    with open(args.out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]), restval="")
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(args.out / "results.csv", rows)
     write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall)
     plot(args, dirs, r_random, thresholds)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.checkpoint import atomic_write
+
 NOTES_MARKER = "<!-- notes: written by hand, kept when the tables above are regenerated -->"
 
 
@@ -24,6 +26,4 @@ def write_results_md(path: Path, generated: str) -> None:
         if at >= 0:
             notes = old[at:]
     text = generated.rstrip("\n") + "\n" + ("\n" + notes if notes else "")
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write(path, lambda f: f.write(text))

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from core.checkpoint import atomic_write
+
 
 def _parse(text: str):
     """CSV cell -> int, float (``nan`` included) or the string itself."""
@@ -42,15 +44,16 @@ def merge_rows(committed: Iterable[dict], local: Iterable[dict], key: Sequence[s
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
-    """Write ``rows`` (the union of their fields as columns) atomically: beside the file, then renamed."""
-    path = Path(path)
+    """Write ``rows`` (the union of their fields as columns, missing ones empty) atomically, so a crash
+    leaves the old table or the new one, never a torn one."""
     fields = list(dict.fromkeys(k for r in rows for k in r))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, restval="")
+
+    def dump(f) -> None:
+        w = csv.DictWriter(f, fieldnames=fields, restval="", lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    tmp.replace(path)
+
+    atomic_write(Path(path), dump)
 
 
 def check_budget(rows: Iterable[dict], total_steps: int, out: Path, tolerance: float = 0.05) -> None:

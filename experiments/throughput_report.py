@@ -1,13 +1,13 @@
 """Tables for ``bench_throughput.py``: results.csv (every run) and results.md (medians, ratios, targets)."""
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 import time
 from pathlib import Path
 
 from experiments.notes import write_results_md
+from experiments.result_rows import write_rows
 
 
 def _median(rows: list[dict], key: str) -> float:
@@ -41,11 +41,7 @@ def _verdict(value: float, target: float, higher_is_better: bool = True) -> str:
 
 
 def write_report(rows: list[dict], out: Path, command: str, machine: str, args) -> None:
-    keys = sorted({k for r in rows for k in r})
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(out / "results.csv", rows)
     md = [f"# Throughput benchmark ({time.strftime('%Y-%m-%d')})", "",
           f"Command: `{command}`", "", f"Machine: {machine}", "",
           f"Budget: {args.total_steps} env steps per training run, {args.repeats} interleaved repeats, seed "

@@ -129,3 +129,20 @@ def test_throughput_report_with_a_subset_of_peers(tmp_path):
     # 4000 / 5000 end to end; 2048 / 0.4 s = 5120 SPS per iteration = 102% of raw
     assert "ours ppo x8 envs +overlap: 80% of the raw x8 stepping rate (target >= 60%: met; 102% per iteration" in md
     assert "start-up 2.5s of 25.0s" in md
+
+
+def test_write_rows_unions_columns_and_a_failed_write_keeps_the_old_table(tmp_path):
+    from experiments.result_rows import read_rows, write_rows
+
+    path = tmp_path / "results.csv"
+    write_rows(path, [{"env": "E", "seed": 1}, {"env": "E", "seed": 2, "sps": 10.5}])
+    assert path.read_text() == "env,seed,sps\nE,1,\nE,2,10.5\n"
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("disk full, say")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_rows(path, [{"env": "E", "seed": 3}, {"env": Unprintable(), "seed": 4}])
+    assert path.read_text() == "env,seed,sps\nE,1,\nE,2,10.5\n" and [p.name for p in tmp_path.iterdir()] == ["results.csv"]
+    assert [r["seed"] for r in read_rows(path)] == [1, 2]
