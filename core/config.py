@@ -64,6 +64,11 @@ class TrainConfig:
     corrected by the stored behaviour log-probs). CPU MLP policies with NumPy acting (sync/EnvPool
     backends): a worker process steps the envs on another core; otherwise a worker thread. Off by default:
     1.4x SPS at 8 envs on 2 cores, but lower returns on HalfCheetah (experiments/results/overlap)."""
+    proximal_clip: bool = False
+    """For stale data (--overlap, or a --window above one rollout): clip the policy ratio around the policy
+    at the start of the update (the proximal policy) and weight each sample's surrogate by
+    pi_prox / pi_behaviour (capped at 2), instead of clipping around the older behaviour policy, whose
+    trust region the previous update has partly used up (Hilton et al. 2021, decoupled PPO objective)."""
     numpy_acting: bool = True
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
@@ -312,3 +317,6 @@ def validate(c: TrainConfig) -> None:
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "
              "correction; drop --importance-correction/--value-importance-correction or use multinomial/systematic")
+    _require(not c.proximal_clip or c.overlap or c.window > c.num_envs * c.num_steps,
+             "--proximal-clip re-anchors stale data, and there is none: add --overlap or a --window above one rollout "
+             f"({c.num_envs * c.num_steps} transitions)")

@@ -29,7 +29,7 @@ from torch import nn
 from core.acting import _is_tanh_mlp
 from core.networks import HALF_LOG_2PI, CategoricalActor, Critic, GaussianActor
 from core.sampler import DynamicSampler
-from core.update import UpdateSettings
+from core.update import Proximal, UpdateSettings
 
 Array = np.ndarray
 
@@ -156,7 +156,7 @@ class NumpyUpdate:
         return [flat[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:])]
 
     def update(self, sampler: DynamicSampler, clip_ranges: tuple[float, float, Optional[float]],
-               s: UpdateSettings) -> tuple[dict[str, float], bool]:
+               s: UpdateSettings, proximal: Optional[Proximal] = None) -> tuple[dict[str, float], bool]:
         flat = np.concatenate([p.detach().numpy().ravel() for p in self.params])
         states = [self.optimizer.state[p] for p in self.params]
         m1, m2 = (np.concatenate([st[k].numpy().ravel() if st else np.zeros(p.numel(), np.float32)
@@ -172,6 +172,9 @@ class NumpyUpdate:
         self.actor_net, self.critic_net = _MLP(layers(self.actor.net)), _MLP(layers(self.critic.net))
         self.head.bind([view[id(p)] for p in self.head.params])
         data = [x.numpy() for x in sampler.window()]
+        lag_weights = None
+        if proximal is not None:  # ratio against the proximal policy, surrogate weighted (core.update.Proximal)
+            data[2], lag_weights = proximal.logp.numpy(), proximal.weight.numpy()
         totals, names, n = None, [], 0
 
         def means() -> dict[str, float]:
@@ -180,9 +183,10 @@ class NumpyUpdate:
         try:
             for _ in range(s.num_epochs):
                 for idx, weights in sampler.minibatches(s.num_minibatches, s.minibatch_size):
-                    mb = [x[idx.numpy()] for x in data]
+                    i = idx.numpy()
+                    mb = [x[i] for x in data]
                     parts, grad = self._loss_and_grads(mb, None if weights is None else weights.numpy(),
-                                                       clip_ranges, s)
+                                                       clip_ranges, s, None if lag_weights is None else lag_weights[i])
                     if not np.isfinite(parts["loss"]):  # never let NaN/Inf reach the weights
                         return means(), False
                     self._clip(grad, s.max_grad_norm)
@@ -231,9 +235,11 @@ class NumpyUpdate:
         denom += eps
         p -= (lr / (1 - beta1 ** t)) * m1 / denom
 
-    def _loss_and_grads(self, mb: list[Array], w: Optional[Array], clip_ranges, s: UpdateSettings):
+    def _loss_and_grads(self, mb: list[Array], w: Optional[Array], clip_ranges, s: UpdateSettings,
+                        lag_w: Optional[Array] = None):
         """The losses of :mod:`core.losses` on one minibatch and the gradient of
-        ``L = L_pi + vf_coef * L_V - ent_coef * H`` as one flat vector (parameter order)."""
+        ``L = L_pi + vf_coef * L_V - ent_coef * H`` as one flat vector (parameter order); ``lag_w``
+        ``(M,)`` weights the surrogate only (:class:`core.update.Proximal`)."""
         obs, actions, logp_old, v_old, adv, returns = mb
         eps_low, eps_high, eps_v = clip_ranges
         m = obs.shape[0]
@@ -251,9 +257,10 @@ class NumpyUpdate:
         unclipped_term, clipped_term = ratio * adv, clipped * adv
         surrogate = np.minimum(unclipped_term, clipped_term)
         pw = one if pi_w is None else pi_w
-        pi_loss = -(surrogate * pw).sum() / m
+        sw = pw if lag_w is None else pw * lag_w                                  # surrogate weights (M,)
+        pi_loss = -(surrogate * sw).sum() / m
         g_ratio = _pick(unclipped_term, clipped_term, adv, adv * inside, take_smaller=True)
-        g_logp = -(pw / m) * g_ratio * ratio                                      # dL/dlogp (M,)
+        g_logp = -(sw / m) * g_ratio * ratio                                      # dL/dlogp (M,)
         entropy = float((entropies * pw).sum() / m)
         g_out, g_head = self.head.backward(g_logp, -(s.ent_coef / m) * pw)        # dL/dH_i = -c_H w_i / M
         # value: E[(V-R)^2] or E[max((V-R)^2, (V_clip-R)^2)], V_clip = V_old + clip(V - V_old, -eps, eps)

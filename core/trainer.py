@@ -38,7 +38,7 @@ from core.networks import build_networks
 from core.numpy_update import NumpyUpdate
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
+from core.update import Evaluation, Proximal, UpdateSettings, grad_groups, ppo_update, proximal_anchor
 
 
 def pick_device(name: str) -> torch.device:
@@ -200,16 +200,29 @@ class Trainer:
 
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
         """One shared PPO-family update; a non-finite loss or result restores the last healthy weights."""
+        proximal, lag = self._proximal()
         if self.numpy_update is not None:
-            metrics, finite = self.numpy_update.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings)
+            metrics, finite = self.numpy_update.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings,
+                                                       proximal)
         else:
             metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
                                          grad_groups(self.actor, self.critic, self.cfg.separate_optimizers),
-                                         lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist)
+                                         lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist,
+                                         proximal)
         problem = self.guard.after_update(finite, self.dist.all_true)
         if problem:
             self._record("non_finite", problem)
-        return metrics
+        return {**metrics, **lag}
+
+    def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:
+        """With --proximal-clip, the current policy's log-probs on the window anchor the update (stale data:
+        one update old with --overlap, older in a wider --window)."""
+        if not self.cfg.proximal_clip:
+            return None, {}
+        data = self.sampler.window()
+        with torch.no_grad():
+            logp, _ = self.actor.evaluate(data.obs, data.actions)
+        return proximal_anchor(logp.float(), data.logp_old)
 
     def _evaluate(self, mb: Transitions) -> Evaluation:
         return Evaluation(*self.actor.evaluate(mb.obs, mb.actions), self.critic(mb.obs))

@@ -28,6 +28,30 @@ class Evaluation(NamedTuple):
     values: Tensor
 
 
+class Proximal(NamedTuple):
+    """Stale transitions re-anchored on the policy at the start of the update (decoupled PPO objective,
+    Hilton et al. 2021, "Batch size-invariance for policy optimization"): ``logp`` ``(size,)``, the
+    proximal policy's log-probs, replaces ``logp_old`` as the centre of the clip; ``weight`` ``(size,)``
+    = pi_prox / pi_behaviour (capped at :data:`PROXIMAL_WEIGHT_CAP`) multiplies each sample's surrogate,
+    so that the objective stays an expectation under the proximal policy."""
+
+    logp: Tensor
+    weight: Tensor
+
+
+PROXIMAL_WEIGHT_CAP = 2.0  # a one-update lag gives weights near 1; the cap only bounds rare outliers
+
+
+@torch.no_grad()
+def proximal_anchor(logp_prox: Tensor, logp_behaviour: Tensor) -> tuple[Proximal, dict[str, float]]:
+    """:class:`Proximal` from the two log-probs ``(size,)``, and ``train/lag_kl``, the k3 estimate of
+    KL(behaviour || proximal): how far the data's policy lags behind the one being updated."""
+    log_w = logp_prox - logp_behaviour
+    w = log_w.exp()
+    lag_kl = float(((w - 1) - log_w).mean())
+    return Proximal(logp_prox, w.clamp(max=PROXIMAL_WEIGHT_CAP)), {"train/lag_kl": lag_kl}
+
+
 @dataclass
 class UpdateSettings:
     num_epochs: int
@@ -44,28 +68,36 @@ class UpdateSettings:
 def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluation],
                optimizer: torch.optim.Optimizer, grad_groups: Sequence[Sequence[torch.nn.Parameter]],
                clip_ranges: Callable[[NamedTuple], tuple[Clip, Clip, Optional[Clip]]],
-               s: UpdateSettings, dist: Optional[Distributed] = None) -> tuple[dict[str, float], bool]:
+               s: UpdateSettings, dist: Optional[Distributed] = None,
+               proximal: Optional[Proximal] = None) -> tuple[dict[str, float], bool]:
     """Run ``num_epochs`` x ``num_minibatches`` gradient steps on minibatches drawn by ``sampler``.
 
     ``clip_ranges(mb)`` gives ``(eps_low, eps_high, eps_V or None)``.  Gradients are norm-clipped per
     group in ``grad_groups`` (one group: joint clipping).  Returns the ``train/`` metrics averaged over
     minibatches and ``False`` if a non-finite loss stopped the update before reaching the weights.
     With ``dist`` (data-parallel ranks) gradients are averaged across ranks and the finite-loss
-    decision is taken jointly, so all ranks stay in step.
+    decision is taken jointly, so all ranks stay in step.  With ``proximal`` the policy ratio is taken
+    against ``proximal.logp`` and each surrogate weighted by ``proximal.weight``.
     """
     data = sampler.window()
+    if proximal is not None:
+        data = data._replace(logp_old=proximal.logp)
     total: Optional[Tensor] = None
     names: list[str] = []
     n = 0
     for _ in range(s.num_epochs):
-        for mb, weights in _epoch_minibatches(sampler, data, s):
+        for mb, weights, idx in _epoch_minibatches(sampler, data, s):
             adv = mb.advantages
             if s.norm_adv:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             ev = evaluate(mb)
             eps_low, eps_high, eps_v = clip_ranges(mb)
             pi_weights = weights if s.policy_weights else None
-            pi_loss, pi_diag = policy_loss(ev.logp, mb.logp_old, adv, eps_low, eps_high, pi_weights)
+            surrogate_weights = pi_weights
+            if proximal is not None:
+                lag = proximal.weight[idx]
+                surrogate_weights = lag if pi_weights is None else pi_weights * lag
+            pi_loss, pi_diag = policy_loss(ev.logp, mb.logp_old, adv, eps_low, eps_high, surrogate_weights)
             v_loss, v_diag = value_loss(ev.values, mb.values_old, mb.returns, eps_v, weights)
             entropy = entropy_bonus(ev.entropy, pi_weights)
             loss = combined_objective(pi_loss, v_loss, entropy, s.vf_coef, s.ent_coef)
@@ -88,8 +120,8 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
 
 
 def _epoch_minibatches(sampler: DynamicSampler, data: NamedTuple,
-                       s: UpdateSettings) -> Iterator[tuple[NamedTuple, Optional[Tensor]]]:
-    """One epoch's ``(minibatch, weights)`` pairs.  The epoch's draws are gathered from the window in one
+                       s: UpdateSettings) -> Iterator[tuple[NamedTuple, Optional[Tensor], Tensor]]:
+    """One epoch's ``(minibatch, weights, window indices)``.  The epoch's draws are gathered from the window in one
     indexing op per field and then sliced (views), not gathered per minibatch: at minibatch 64 the
     per-op overhead, not the copying, is what costs."""
     batches = list(sampler.minibatches(s.num_minibatches, s.minibatch_size))
@@ -98,7 +130,7 @@ def _epoch_minibatches(sampler: DynamicSampler, data: NamedTuple,
     start = 0
     for i, weights in batches:
         end = start + i.numel()
-        yield type(data)(*(x[start:end] for x in epoch)), weights
+        yield type(data)(*(x[start:end] for x in epoch)), weights, i
         start = end
 
 

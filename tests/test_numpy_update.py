@@ -15,7 +15,7 @@ import torch
 from core.networks import CategoricalActor, Critic, GaussianActor
 from core.numpy_update import NumpyUpdate
 from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
+from core.update import PROXIMAL_WEIGHT_CAP, Evaluation, UpdateSettings, grad_groups, ppo_update, proximal_anchor
 
 N, OBS, ACT = 96, 5, 3
 
@@ -40,30 +40,39 @@ def _setup(dynamic: bool, importance: bool, discrete: bool = False):
     return actor, critic, opt, sampler
 
 
-CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weights, policy weights, ent_coef)
-    "ppo": (False, (0.2, 0.2, None), False, False, True, 0.0),
-    "grpo": (False, (0.2, 0.2, 0.2), False, False, True, 0.0),
-    "dapo": (True, (0.2, 0.28, 0.4), True, True, True, 0.01),
-    "dapo-value-weights": (True, (0.1, 0.1, 0.3), True, True, False, 0.003),
+CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weights, policy weights, ent_coef,
+    #         proximal anchor)
+    "ppo": (False, (0.2, 0.2, None), False, False, True, 0.0, False),
+    "grpo": (False, (0.2, 0.2, 0.2), False, False, True, 0.0, False),
+    "dapo": (True, (0.2, 0.28, 0.4), True, True, True, 0.01, False),
+    "dapo-value-weights": (True, (0.1, 0.1, 0.3), True, True, False, 0.003, False),
+    "dapo-proximal": (True, (0.2, 0.2, 0.4), True, True, True, 0.01, True),
 }
 
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_numpy_update_matches_the_torch_update(case, discrete):
-    separate, clips, dynamic, importance, policy_weights, ent_coef = CASES[case]
+    separate, clips, dynamic, importance, policy_weights, ent_coef, anchored = CASES[case]
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
                               ent_coef=ent_coef, max_grad_norm=0.5, policy_weights=policy_weights)
     actor, critic, opt, sampler = _setup(dynamic, importance, discrete)
     twin = copy.deepcopy((actor, critic, opt, sampler))  # the same weights and the same draws
+    proximal = None
+    if anchored:  # a proximal policy 0.3 nats (std) away from the behaviour one: weights spread around 1, some capped
+        behaviour = sampler.window().logp_old
+        g = torch.Generator().manual_seed(5)
+        proximal, _ = proximal_anchor(behaviour + 0.3 * torch.randn(N, generator=g), behaviour)
+        assert proximal.weight.max() == PROXIMAL_WEIGHT_CAP and proximal.weight.min() < 0.7
 
     def evaluate(mb):
         return Evaluation(*actor.evaluate(mb.obs, mb.actions), critic(mb.obs))
 
-    ref, ok = ppo_update(sampler, evaluate, opt, grad_groups(actor, critic, separate), lambda mb: clips, settings)
+    ref, ok = ppo_update(sampler, evaluate, opt, grad_groups(actor, critic, separate), lambda mb: clips, settings,
+                         proximal=proximal)
     a2, c2, opt2, sampler2 = twin
     opt2.param_groups[0]["params"], opt2.param_groups[1]["params"] = list(a2.parameters()), list(c2.parameters())
-    fast, ok2 = NumpyUpdate(a2, c2, opt2, separate).update(sampler2, clips, settings)
+    fast, ok2 = NumpyUpdate(a2, c2, opt2, separate).update(sampler2, clips, settings, proximal)
     assert ok and ok2 and list(fast) == list(ref)
     for k in ref:
         np.testing.assert_allclose(fast[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=k)
@@ -90,8 +99,8 @@ def test_the_comparison_detects_a_wrong_gradient(monkeypatch, discrete):
                grad_groups(actor, critic, True), lambda mb: (0.2, 0.2, 0.4), settings)
     original = nu.NumpyUpdate._loss_and_grads
 
-    def without_entropy(self, mb, w, clip_ranges, s):
-        return original(self, mb, w, clip_ranges, UpdateSettings(**{**s.__dict__, "ent_coef": 0.0}))
+    def without_entropy(self, mb, w, clip_ranges, s, lag_w=None):
+        return original(self, mb, w, clip_ranges, UpdateSettings(**{**s.__dict__, "ent_coef": 0.0}), lag_w)
 
     monkeypatch.setattr(nu.NumpyUpdate, "_loss_and_grads", without_entropy)
     nu.NumpyUpdate(a2, c2, opt2, True).update(sampler2, (0.2, 0.2, 0.4), settings)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from core.config import ConfigError
 from core import schedules
 from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
@@ -143,6 +144,19 @@ def test_overlap_learns_from_one_update_old_data(tmp_path, small_config):
         old_actor = t.rollouts.behaviour[0]
         stored, _ = old_actor.evaluate(rollout.obs.reshape(-1, rollout.obs.shape[-1]), rollout.actions.reshape(-1))
     assert torch.allclose(stored, rollout.logp.reshape(-1))  # the frozen pre-update copy collected it
+
+
+def test_proximal_clip_anchors_the_update_on_the_live_policy(tmp_path, small_config):
+    """--proximal-clip with --overlap: from the second update on the data lag one update (lag_kl > 0); without
+    stale data the flag is refused in one line."""
+    cfg = small_config(tmp_path, overlap=True, proximal_clip=True, total_steps=4 * 256)
+    t = Trainer(cfg, tmp_path)
+    first, second = t.iterate(), t.iterate()
+    assert abs(first["train/lag_kl"]) < 1e-6  # the live policy collected the first rollout (NumPy vs torch rounding)
+    assert second["train/lag_kl"] > 1e-4
+    with pytest.raises(ConfigError, match="--proximal-clip re-anchors stale data.*add --overlap or a --window"):
+        small_config(tmp_path, proximal_clip=True)
+    assert small_config(tmp_path, proximal_clip=True, window=512).window == 512  # 2 rollouts of 4 x 64
 
 
 def test_kl_adaptive_lr_rule_by_hand():

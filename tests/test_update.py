@@ -5,6 +5,8 @@ on the same draws the policy loss must equal the unweighted one and the value lo
 One epoch of one minibatch makes the reported losses those of the first (pre-step) evaluation.
 Also: which learning rate the critic's optimiser group gets by default.
 """
+import math
+
 import torch
 
 from core.sampler import DynamicSampler, Temperature, Transitions
@@ -92,12 +94,66 @@ def test_epoch_minibatches_gather_the_sampler_draws():
     expected = list(_clone_sampler(s).minibatches(3, 4))
     got = list(_epoch_minibatches(s, s.window(), settings))
     assert len(got) == 3
-    for (mb, w), (idx, w_ref) in zip(got, expected):
+    for (mb, w, i), (idx, w_ref) in zip(got, expected):
         torch.testing.assert_close(mb.obs[:, 0], idx.float())  # obs holds each transition's own index
         torch.testing.assert_close(w, w_ref)
+        torch.testing.assert_close(i, idx)
 
 
 def _clone_sampler(s: DynamicSampler) -> DynamicSampler:
     twin = DynamicSampler(s.capacity, "cpu", Temperature("fixed"), s.dynamic, s.importance_correction)
     twin.load_state_dict(s.state_dict())
     return twin
+
+
+def test_proximal_anchor_by_hand():
+    """w = pi_prox / pi_behaviour, capped at 2; lag_kl = mean((w - 1) - log w) over the uncapped w."""
+    import math
+
+    from core.update import proximal_anchor
+
+    behaviour = torch.log(torch.tensor([0.25, 0.5, 0.1]))
+    prox, lag = proximal_anchor(torch.log(torch.tensor([0.5, 0.25, 0.4])), behaviour)  # w = 2, 0.5, 4
+    torch.testing.assert_close(prox.weight, torch.tensor([2.0, 0.5, 2.0]))
+    torch.testing.assert_close(prox.logp, torch.log(torch.tensor([0.5, 0.25, 0.4])))
+    expected = ((1 - math.log(2)) + (-0.5 + math.log(2)) + (3 - math.log(4))) / 3  # 0.3069 + 0.1931 + 1.6137
+    assert abs(lag["train/lag_kl"] - expected) < 1e-6
+
+
+def _update_with(proximal_logp_shift: float, weight: "float | None") -> tuple[dict, list[torch.Tensor]]:
+    """One SGD step on a fixed minibatch, anchored on ``logp_old + shift`` with every weight ``weight``."""
+    from core.update import Proximal
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3)
+    data = Transitions(obs=torch.randn(N, 2, generator=g), actions=torch.randn(N, generator=g),
+                       logp_old=torch.full((N,), -0.5), values_old=torch.zeros(N),
+                       advantages=torch.linspace(-3, 5, N), returns=torch.linspace(-1, 1, N))
+    sampler = DynamicSampler(N, torch.device("cpu"), Temperature("fixed"), dynamic=False, importance_correction=False)
+    sampler.add(data)
+    actor, critic = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+
+    def evaluate(mb):
+        mean = actor(mb.obs).squeeze(-1)
+        return Evaluation(logp=-0.5 * (mb.actions - mean) ** 2, entropy=mean.abs(), values=critic(mb.obs).squeeze(-1))
+
+    opt = torch.optim.SGD(list(actor.parameters()) + list(critic.parameters()), lr=0.1)
+    settings = UpdateSettings(num_epochs=1, num_minibatches=1, minibatch_size=N, norm_adv=True, vf_coef=0.5,
+                              ent_coef=0.0, max_grad_norm=100.0)
+    proximal = None if weight is None else Proximal(data.logp_old + proximal_logp_shift, torch.full((N,), weight))
+    metrics, ok = ppo_update(sampler, evaluate, opt, [list(actor.parameters()) + list(critic.parameters())],
+                             lambda mb: (0.2, 0.2, None), settings, proximal=proximal)
+    assert ok
+    return metrics, [p.detach().clone() for p in actor.parameters()]
+
+
+def test_a_proximal_anchor_moves_the_clip_centre_and_weights_the_surrogate():
+    plain, w_plain = _update_with(0.0, None)
+    same, w_same = _update_with(0.0, 1.0)  # anchored on the behaviour policy itself: no change at all
+    assert same == plain and all(torch.equal(a, b) for a, b in zip(w_same, w_plain))
+    doubled, w_doubled = _update_with(0.0, 2.0)  # weight 2 on every surrogate: twice the policy loss and step
+    assert abs(doubled["train/policy_loss"] - 2 * plain["train/policy_loss"]) < 1e-6
+    for a, b, c in zip(w_doubled, w_plain, _update_with(0.0, 0.0)[1]):  # c: weight 0, the policy does not move
+        torch.testing.assert_close(a - c, 2 * (b - c))
+    shifted, _ = _update_with(-1.0, 1.0)  # ratios measured against logp_old - 1: e times larger
+    assert abs(shifted["train/ratio_mean"] - math.e * plain["train/ratio_mean"]) < 1e-4
