@@ -157,6 +157,8 @@ def test_proximal_clip_anchors_the_update_on_the_live_policy(tmp_path, small_con
     with pytest.raises(ConfigError, match="--proximal-clip re-anchors stale data.*add --overlap or a --window"):
         small_config(tmp_path, proximal_clip=True)
     assert small_config(tmp_path, proximal_clip=True, window=512).window == 512  # 2 rollouts of 4 x 64
+    assert small_config(tmp_path, overlap=True).proximal_clip and not small_config(tmp_path).proximal_clip  # default
+    assert not small_config(tmp_path, overlap=True, proximal_clip=False).proximal_clip
 
 
 def test_kl_adaptive_lr_rule_by_hand():
