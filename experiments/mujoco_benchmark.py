@@ -64,10 +64,11 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
 ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
 # double buffering: is learning from one-update-old data (process worker on CPU) as good as in-step collection?
-OVERLAP = {"dapo": ["--algo", "dapo"], "dapo-overlap": ["--algo", "dapo", "--overlap"],
-           # the stale data re-anchored on the live policy (decoupled PPO objective, Hilton et al. 2021)
+# "-overlap": clipped around the one-update-old behaviour policy (the default before --proximal-clip);
+# "-overlap-proximal": re-anchored on the live policy (decoupled PPO objective, Hilton et al. 2021)
+OVERLAP = {"dapo": ["--algo", "dapo"], "dapo-overlap": ["--algo", "dapo", "--overlap", "--no-proximal-clip"],
            "dapo-overlap-proximal": ["--algo", "dapo", "--overlap", "--proximal-clip"],
-           "ppo": ["--algo", "ppo"], "ppo-overlap": ["--algo", "ppo", "--overlap"]}
+           "ppo": ["--algo", "ppo"], "ppo-overlap": ["--algo", "ppo", "--overlap", "--no-proximal-clip"]}
 SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS, "overlap": OVERLAP}
 
 
