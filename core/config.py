@@ -61,16 +61,17 @@ class TrainConfig:
     DQN preprocessing in C++: 84x84 grey, frame skip 4, stack 4, no-op starts, episodic life)."""
     overlap: bool = False
     """Collect the next rollout while the learner updates (double buffering; the data are one update old,
-    which --proximal-clip, on with it, corrects). CPU MLP policies with NumPy acting (sync/EnvPool
+    and --proximal-clip, on with it, re-anchors the clip). CPU MLP policies with NumPy acting (sync/EnvPool
     backends): a worker process steps the envs on another core; otherwise a worker thread. 1.4-1.7x SPS
-    on 2 cores; off by default until more than HalfCheetah confirms its return (experiments/results/overlap)."""
+    on 2 cores, but off by default: it cost return on Walker2d even with the proximal clip
+    (experiments/results/overlap)."""
     proximal_clip: Optional[bool] = None
     """For stale data (--overlap, or a --window above one rollout): clip the policy ratio around the policy
     at the start of the update (the proximal policy) and weight each sample's surrogate by
     pi_prox / pi_behaviour (capped at 2), instead of clipping around the older behaviour policy, whose
     trust region the previous update has partly used up (Hilton et al. 2021, decoupled PPO objective).
-    Default: on with --overlap (DAPO on HalfCheetah, 300k steps, 5 seeds: 1421 +- 437 vs 811 +- 136
-    without it; 1404 +- 532 with no overlap at all)."""
+    Default: on with --overlap (DAPO with --overlap, 300k steps, 5 seeds: HalfCheetah 1421 vs 811 without
+    it, Walker2d 752 vs 543)."""
     numpy_acting: bool = True
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
