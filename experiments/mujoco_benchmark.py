@@ -36,6 +36,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
     # a window of two rollouts (continuous preset: 2 x 2048), each epoch's 2048 draws distinct, favouring large |A|
     "dapo-window2-no-replacement": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement"],
+    # the same, with the older rollout clipped around the live policy instead of its own behaviour policy
+    "dapo-window2-proximal": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement",
+                              "--proximal-clip"],
     # i.i.d. draws, no priority
     "dapo-uniform-multinomial": ["--algo", "dapo", "--temperature-init", "1e9", "--resampling", "multinomial"],
     "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
