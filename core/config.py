@@ -71,7 +71,8 @@ class TrainConfig:
     pi_prox / pi_behaviour (capped at 2), instead of clipping around the older behaviour policy, whose
     trust region the previous update has partly used up (Hilton et al. 2021, decoupled PPO objective).
     Default: on with --overlap (DAPO with --overlap, 300k steps, 5 seeds: HalfCheetah 1421 vs 811 without
-    it, Walker2d 752 vs 543)."""
+    it, Walker2d 752 vs 543); off otherwise (with a two-rollout --window it lowered DAPO's Walker2d return
+    at 1M steps, experiments/results/mujoco_1M/walker2d_only)."""
     numpy_acting: bool = True
     """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
     per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
