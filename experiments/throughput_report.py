@@ -52,13 +52,13 @@ def write_report(rows: list[dict], out: Path, command: str, machine: str, args) 
         md += _table(a) + [""]
         for peer in ("ours ppo", "ours dapo"):
             if peer in a and "SB3 PPO" in a:  # (a run restricted by --peers may lack one of them)
-                ratio = statistics.median(r["sps"] for r in a[peer]) / statistics.median(r["sps"] for r in a["SB3 PPO"])
+                ratio = _median(a[peer], "sps") / _median(a["SB3 PPO"], "sps")
                 md.append(f"- {peer} / SB3 PPO SPS: target >= 2x: {_verdict(ratio, 2.0)}")
         md.append("")
     if b:
         md += ["## (b) Best configuration (many envs)", ""] + _table(b) + [""]
-        best = {side: max((statistics.median(r["sps"] for r in rs) for p, rs in b.items() if p.startswith(side)),
-                          default=None) for side in ("ours", "SB3")}
+        best = {side: max((_median(rs, "sps") for p, rs in b.items() if p.startswith(side)), default=None)
+                for side in ("ours", "SB3")}
         if None not in best.values():
             md += [f"- our best / SB3's best SPS: target >= 3x: {_verdict(best['ours'] / best['SB3'], 3.0)}", ""]
     c = _by_peer(rows, "c")
