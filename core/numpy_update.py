@@ -189,7 +189,7 @@ class NumpyUpdate:
                                                        clip_ranges, s, None if lag_weights is None else lag_weights[i])
                     if not np.isfinite(parts["loss"]):  # never let NaN/Inf reach the weights
                         return means(), False
-                    self._clip(grad, s.max_grad_norm)
+                    parts.update(self._clip(grad, s.max_grad_norm))
                     for k, sl in enumerate(self.opt_slices):
                         steps[k] += 1
                         self._adam(self.optimizer.param_groups[k], steps[k], flat[sl], grad[sl], m1[sl], m2[sl])
@@ -217,11 +217,16 @@ class NumpyUpdate:
             st["exp_avg"].copy_(torch.from_numpy(m1[a:b].reshape(p.shape)))
             st["exp_avg_sq"].copy_(torch.from_numpy(m2[a:b].reshape(p.shape)))
 
-    def _clip(self, grad: Array, max_norm: float) -> None:
-        """Per-group norm clipping, the rule of :func:`core.update.clip_grad_norms_`."""
+    def _clip(self, grad: Array, max_norm: float) -> dict[str, float]:
+        """Per-group norm clipping, the rule of :func:`core.update.clip_grad_norms_`; returns its
+        diagnostics (pre-clip norm of each network, the factor applied to the actor's gradient)."""
+        actor, critic = (float(np.sqrt(np.dot(grad[sl], grad[sl]))) for sl in self.opt_slices)
+        scales = []
         for sl in self.clip_slices:
             g = grad[sl]
-            g *= np.float32(min(1.0, max_norm / (float(np.sqrt(np.dot(g, g))) + 1e-6)))
+            scales.append(min(1.0, max_norm / (float(np.sqrt(np.dot(g, g))) + 1e-6)))
+            g *= np.float32(scales[-1])
+        return {"grad_norm_actor": actor, "grad_norm_critic": critic, "grad_scale_actor": scales[0]}
 
     @staticmethod
     def _adam(group: dict, t: float, p: Array, g: Array, m1: Array, m2: Array) -> None:

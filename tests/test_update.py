@@ -10,7 +10,7 @@ import math
 import torch
 
 from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, UpdateSettings, _epoch_minibatches, clip_grad_norms_, ppo_update
+from core.update import Evaluation, GradGroups, UpdateSettings, _epoch_minibatches, clip_grad_norms_, ppo_update
 
 N = 16
 
@@ -35,7 +35,7 @@ def _run(importance_correction: bool, policy_weights: bool) -> dict[str, float]:
     opt = torch.optim.SGD(list(actor.parameters()) + list(critic.parameters()), lr=0.1)
     settings = UpdateSettings(num_epochs=1, num_minibatches=1, minibatch_size=N, norm_adv=True, vf_coef=0.5,
                               ent_coef=0.01, max_grad_norm=10.0, policy_weights=policy_weights)
-    metrics, ok = ppo_update(sampler, evaluate, opt, [list(actor.parameters()) + list(critic.parameters())],
+    metrics, ok = ppo_update(sampler, evaluate, opt, GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True),
                              lambda mb: (0.2, 0.2, None), settings)
     assert ok
     return metrics
@@ -62,26 +62,43 @@ def test_dapo_critic_lr_follows_the_policy_lr_unless_set():
     assert resolve(TrainConfig(algo="dapo", critic_lr=1e-3), "continuous").critic_lr == 1e-3
 
 
-def test_fused_grad_clip_matches_torch_per_group():
-    """One clipped group (norm 5 -> 0.5), one left alone (norm 0.3 < 0.5), one without gradients."""
-    def groups():
-        big = [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))]
-        small = [torch.nn.Parameter(torch.zeros(2))]
-        big[0].grad, big[1].grad = torch.tensor([3.0, 0.0]), torch.tensor([4.0])  # ||g|| = 5
-        small[0].grad = torch.tensor([0.3, 0.0])
-        return big, small, [torch.nn.Parameter(torch.zeros(3))]
+def _grads(actor_grads, critic_grads, joint):
+    def params(grads):
+        ps = [torch.nn.Parameter(torch.zeros(len(g) if g is not None else 3)) for g in grads]
+        for p, g in zip(ps, grads):
+            p.grad = None if g is None else torch.tensor(g)
+        return ps
+    return GradGroups(params(actor_grads), params(critic_grads), joint)
 
-    big_ref, small_ref, _ = groups()
-    for group in (big_ref, small_ref):
+
+def test_fused_grad_clip_matches_torch_per_network():
+    """Separate: the actor (norm 5) is clipped to 0.5, the critic (norm 0.3) left alone; torch agrees."""
+    g = _grads([[3.0, 0.0], [4.0]], [[0.3, 0.0], None], joint=False)
+    ref = _grads([[3.0, 0.0], [4.0]], [[0.3, 0.0], None], joint=False)
+    for group in (ref.actor, ref.critic):
         torch.nn.utils.clip_grad_norm_(group, 0.5)
-    big, small, empty = groups()
-    clip_grad_norms_([big, small, empty], 0.5)
-    for p, ref in zip(big + small, big_ref + small_ref):
-        torch.testing.assert_close(p.grad, ref.grad)
-    torch.testing.assert_close(big[0].grad, torch.tensor([0.3, 0.0]), atol=1e-6, rtol=0)  # 3 * 0.5/5 by hand
-    torch.testing.assert_close(small[0].grad, torch.tensor([0.3, 0.0]))
-    assert empty[0].grad is None
-    clip_grad_norms_([empty], 0.5)  # no gradients anywhere: a no-op, like torch's
+    diag = clip_grad_norms_(g, 0.5)
+    for p, q in zip(g.actor + g.critic, ref.actor + ref.critic):
+        torch.testing.assert_close(p.grad, q.grad)
+    torch.testing.assert_close(g.actor[0].grad, torch.tensor([0.3, 0.0]), atol=1e-6, rtol=0)  # 3 * 0.5/5 by hand
+    torch.testing.assert_close(g.critic[0].grad, torch.tensor([0.3, 0.0]))
+    assert g.critic[1].grad is None
+    torch.testing.assert_close(diag, torch.tensor([5.0, 0.3, 0.1]))  # pre-clip norms, actor scale 0.5/5
+
+
+def test_joint_grad_clip_scales_both_networks_by_the_total_norm():
+    """Joint: ||g|| = sqrt(3^2 + 4^2 + 12^2) = 13, so both gradients are multiplied by 0.5/13, and the
+    small actor gradient (norm 3) is shrunk by the critic's; torch's one-group clip agrees."""
+    g = _grads([[3.0]], [[4.0, 12.0]], joint=True)
+    ref = _grads([[3.0]], [[4.0, 12.0]], joint=True)
+    torch.nn.utils.clip_grad_norm_(ref.actor + ref.critic, 0.5)
+    diag = clip_grad_norms_(g, 0.5)
+    for p, q in zip(g.actor + g.critic, ref.actor + ref.critic):
+        torch.testing.assert_close(p.grad, q.grad)
+    torch.testing.assert_close(diag, torch.tensor([3.0, 12.649111, 0.5 / 13]))
+    none = _grads([None], [None], joint=True)
+    torch.testing.assert_close(clip_grad_norms_(none, 0.5), torch.tensor([0.0, 0.0, 1.0]))  # a no-op, like torch's
+    assert none.actor[0].grad is None
 
 
 def test_epoch_minibatches_gather_the_sampler_draws():
@@ -141,7 +158,7 @@ def _update_with(proximal_logp_shift: float, weight: "float | None") -> tuple[di
     settings = UpdateSettings(num_epochs=1, num_minibatches=1, minibatch_size=N, norm_adv=True, vf_coef=0.5,
                               ent_coef=0.0, max_grad_norm=100.0)
     proximal = None if weight is None else Proximal(data.logp_old + proximal_logp_shift, torch.full((N,), weight))
-    metrics, ok = ppo_update(sampler, evaluate, opt, [list(actor.parameters()) + list(critic.parameters())],
+    metrics, ok = ppo_update(sampler, evaluate, opt, GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True),
                              lambda mb: (0.2, 0.2, None), settings, proximal=proximal)
     assert ok
     return metrics, [p.detach().clone() for p in actor.parameters()]
