@@ -162,7 +162,7 @@ def clip_grad_norms_(grads: GradGroups, max_norm: float) -> Tensor:
     actor = [p.grad for p in grads.actor if p.grad is not None]
     critic = [p.grad for p in grads.critic if p.grad is not None]
     norms = torch._foreach_norm(actor + critic) if actor or critic else []  # the op clip_grad_norm_ uses
-    zero = torch.zeros(())
+    zero = norms[0].new_zeros(()) if norms else torch.zeros(())  # on the gradients' device
 
     def total(part: Sequence[Tensor]) -> Tensor:
         return torch.linalg.vector_norm(torch.stack(list(part))) if part else zero

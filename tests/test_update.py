@@ -35,7 +35,8 @@ def _run(importance_correction: bool, policy_weights: bool) -> dict[str, float]:
     opt = torch.optim.SGD(list(actor.parameters()) + list(critic.parameters()), lr=0.1)
     settings = UpdateSettings(num_epochs=1, num_minibatches=1, minibatch_size=N, norm_adv=True, vf_coef=0.5,
                               ent_coef=0.01, max_grad_norm=10.0, policy_weights=policy_weights)
-    metrics, ok = ppo_update(sampler, evaluate, opt, GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True),
+    grads = GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True)
+    metrics, ok = ppo_update(sampler, evaluate, opt, grads,
                              lambda mb: (0.2, 0.2, None), settings)
     assert ok
     return metrics
@@ -158,7 +159,8 @@ def _update_with(proximal_logp_shift: float, weight: "float | None") -> tuple[di
     settings = UpdateSettings(num_epochs=1, num_minibatches=1, minibatch_size=N, norm_adv=True, vf_coef=0.5,
                               ent_coef=0.0, max_grad_norm=100.0)
     proximal = None if weight is None else Proximal(data.logp_old + proximal_logp_shift, torch.full((N,), weight))
-    metrics, ok = ppo_update(sampler, evaluate, opt, GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True),
+    grads = GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True)
+    metrics, ok = ppo_update(sampler, evaluate, opt, grads,
                              lambda mb: (0.2, 0.2, None), settings, proximal=proximal)
     assert ok
     return metrics, [p.detach().clone() for p in actor.parameters()]
