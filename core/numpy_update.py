@@ -125,7 +125,7 @@ class NumpyUpdate:
     """``update(sampler, clip_ranges, settings) -> (train metrics, finite)``, as ``ppo_update``.
 
     During an update the parameters and Adam moments live in flat float32 vectors (actor, log-std, then
-    critic: each clip group and each optimiser group is one slice), so clipping and Adam are a few
+    critic: each optimiser group is one slice), so clipping and Adam are a few
     vector operations per step; they are copied back into the torch tensors when the update ends."""
 
     def __init__(self, actor: GaussianActor, critic: Critic, optimizer: torch.optim.Optimizer, separate: bool):
@@ -141,7 +141,7 @@ class NumpyUpdate:
         self.offsets = np.concatenate([[0], np.cumsum(sizes)])
         n_actor = int(self.offsets[len(list(actor.parameters()))])
         self.opt_slices = [slice(0, n_actor), slice(n_actor, int(self.offsets[-1]))]
-        self.clip_slices = self.opt_slices if separate else [slice(0, int(self.offsets[-1]))]
+        self.separate = separate  # clip the actor and critic gradients each on its own (else jointly)
         self.head = _GaussianHead(actor) if isinstance(actor, GaussianActor) else _CategoricalHead(actor)
         # the order _loss_and_grads produces gradients in (layer by layer), mapped to self.params' order
         produced = [*_linear_params(actor.net), *self.head.params, *_linear_params(critic.net)]
@@ -220,13 +220,14 @@ class NumpyUpdate:
     def _clip(self, grad: Array, max_norm: float) -> dict[str, float]:
         """Per-group norm clipping, the rule of :func:`core.update.clip_grad_norms_`; returns its
         diagnostics (pre-clip norm of each network, the factor applied to the actor's gradient)."""
-        actor, critic = (float(np.sqrt(np.dot(grad[sl], grad[sl]))) for sl in self.opt_slices)
+        norms = [float(np.sqrt(np.dot(grad[sl], grad[sl]))) for sl in self.opt_slices]  # actor, critic
+        groups = (zip(self.opt_slices, norms) if self.separate
+                  else [(slice(None), float(np.sqrt(np.dot(grad, grad))))])  # one norm of the whole vector
         scales = []
-        for sl in self.clip_slices:
-            g = grad[sl]
-            scales.append(min(1.0, max_norm / (float(np.sqrt(np.dot(g, g))) + 1e-6)))
-            g *= np.float32(scales[-1])
-        return {"grad_norm_actor": actor, "grad_norm_critic": critic, "grad_scale_actor": scales[0]}
+        for sl, norm in groups:
+            scales.append(min(1.0, max_norm / (norm + 1e-6)))
+            grad[sl] *= np.float32(scales[-1])
+        return {"grad_norm_actor": norms[0], "grad_norm_critic": norms[1], "grad_scale_actor": scales[0]}
 
     @staticmethod
     def _adam(group: dict, t: float, p: Array, g: Array, m1: Array, m2: Array) -> None:
