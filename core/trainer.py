@@ -30,6 +30,7 @@ from core.health import (
     NonFiniteGuard,
     PolicyCollapseMonitor,
     ValueDivergenceMonitor,
+    widen_eps_pi_scale,
 )
 from core.logging import MetricLogger
 from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
@@ -238,9 +239,9 @@ class Trainer:
         collapsed, new_best = self.collapse.observe(r for r, _ in episodes)
         if new_best:
             self.best_actor = copy.deepcopy(self.actor.state_dict())
-        if collapsed:  # restore the best policy and widen its clip range by 50%
+        if collapsed:  # restore the best policy and widen its clip range by 50% (the first time only)
             self.actor.load_state_dict(self.best_actor)
-            self.eps_pi_scale *= 1.5
+            self.eps_pi_scale = widen_eps_pi_scale(self.eps_pi_scale)
             self._record("policy_collapse", f"recent mean far below best {self.collapse.best_mean:.1f}")
         if not math.isnan(v_loss) and self.divergence.observe(v_loss):
             self.critic_lr_scale *= 0.5

@@ -6,7 +6,7 @@ each fresh rollout.  Remedies:
 
 - collapse of agent i (counted only after warm-up: the best mean must have gained at least
   ``min_gain * |first mean|``, otherwise noise around a flat curve would fire it): restore agent i's policy from the snapshot taken at its best recent mean
-  (with parameter sharing that is the whole shared actor) and enlarge ``eps_pi[i]`` by 50%;
+  (with parameter sharing that is the whole shared actor) and enlarge ``eps_pi[i]`` by 50% (once per agent);
 - divergence of agent i: halve the critic learning rate (one critic optimiser serves all agents)
   and enlarge ``eps_V[i]`` by 20%.
 """
@@ -60,7 +60,7 @@ class AgentHealth:
             warmed_up = collapse.best_mean - collapse.first_mean >= self.min_gain * abs(collapse.first_mean)
             if collapsed and warmed_up and self.best_actor[i]:
                 restore_agent(actor, self.best_actor[i], i, shared)
-                clips.widen_policy(i, 1.5)
+                clips.widen_policy(i)
                 events.append(("policy_collapse", f"agent {i}: recent mean far below best {collapse.best_mean:.2f}"))
             if not math.isnan(value_errors[i]) and divergence.observe(float(value_errors[i])):
                 self.critic_lr_scale *= 0.5

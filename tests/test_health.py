@@ -4,14 +4,15 @@ PolicyCollapseMonitor: a hand-traced small case; fires on an injected drop (retu
 then fall to ~10) and with negative returns (-1000 -> -200 -> -900); silent on a healthy noisy rising
 curve, on a flat curve and on a noisy plateau; reports ``new_best``; empties its window after firing.
 ValueDivergenceMonitor: fires on a steadily exploding value loss, not on noisy bounded losses nor on
-a monotone rise smaller than ``factor``.  ``all_finite`` on NaN / Inf / finite inputs.
+a monotone rise smaller than ``factor``.  ``all_finite`` on NaN / Inf / finite inputs.  The collapse
+remedy's clip multiplier widens by 50% once and then stays.
 """
 import math
 
 import numpy as np
 import torch
 
-from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
+from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite, widen_eps_pi_scale
 
 
 def _feed(monitor, returns, per_call=1):
@@ -212,3 +213,12 @@ def test_non_finite_guard_restores_the_last_healthy_state():
         net.weight.add_(5.0)
     assert guard.after_update(False) == "non-finite loss"      # restored to the +1 state
     assert torch.equal(net.weight, healthy + 1.0)
+
+
+def test_collapse_remedy_widens_eps_pi_once():
+    """x1.5 on the first collapse (0.2 -> 0.3), then capped: repeated collapses must not compound."""
+    scale = 1.0
+    for expected in (1.5, 1.5, 1.5):
+        scale = widen_eps_pi_scale(scale)
+        assert scale == expected
+    assert widen_eps_pi_scale(0.5) == 0.75  # a scale below 1 still widens by 50%

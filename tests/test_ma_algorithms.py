@@ -42,11 +42,15 @@ def test_shared_clip_remedy_moves_every_agent_per_agent_remedy_one():
     shared = AgentClips(3, 0.2, None, True, False, 0.5, 0.3, "linear", per_agent=False)
     own = AgentClips(3, 0.2, None, True, True, 0.5, 0.3, "linear", per_agent=True)
     for c in (shared, own):
-        c.widen_policy(1, 1.5)
+        c.widen_policy(1)
         c.widen_value(2, 1.2)
     assert shared.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.3, 0.3, 0.3])
     assert own.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.2, 0.3, 0.2])
     assert own.ranges(1.0, "cpu").eps_v.tolist() == pytest.approx([0.3, 0.3, 0.36])  # scheduled 0.5 -> 0.3
+    for c in (shared, own):  # the remedy widens once: a second collapse keeps 1.5 x clip_eps
+        c.widen_policy(1)
+    assert shared.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.3, 0.3, 0.3])
+    assert own.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.2, 0.3, 0.2])
 
 
 def test_trainer_update_gathers_each_samples_own_agent_clip(tmp_path, monkeypatch):

@@ -94,6 +94,11 @@ def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_con
     assert t.health_counts["policy_collapse"] == 1
     assert all(torch.equal(best[k], v) for k, v in t.actor.state_dict().items())
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
+    # a second collapse restores the best policy again but does not widen the clip further
+    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # mean 100 again: not a new best
+    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
+    assert t.health_counts["policy_collapse"] == 2
+    assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
 
 
 def test_divergence_remedy_lowers_critic_lr_and_widens_eps_v(tmp_path, small_config):
