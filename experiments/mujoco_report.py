@@ -148,28 +148,37 @@ GRID_VARIANT = re.compile(r"^(?P<algo>[a-z0-9]+)-lr(?P<lr>[0-9.e-]+)-clip(?P<cli
 
 def _robustness(rows: list[dict], envs, variants) -> list[str]:
     """For the lr x clip grid (variants named ``<algo>-lr<lr>-clip<clip>``): per env and algorithm, the
-    grid of mean final returns over seeds and its spread across cells (the robustness claim, issue #4)."""
-    cells = {}  # (env, algo) -> {(lr, clip): mean over seeds}
+    grid of mean final returns over seeds and its spread across cells (the robustness claim, issue #4).
+    With several seeds per cell the spread line adds the mean within-cell seed std, so that the part of
+    the across-cell spread that seed noise alone would give can be judged."""
+    cells = {}  # (env, algo) -> {(lr, clip): final returns over seeds}
     for v in variants:
         m = GRID_VARIANT.match(v)
         if m is None:
             continue
         for env, x in _scores(rows, envs, v).items():
-            cells.setdefault((env, m["algo"]), {})[(m["lr"], m["clip"])] = float(np.mean(x))
+            cells.setdefault((env, m["algo"]), {})[(m["lr"], m["clip"])] = np.asarray(x, dtype=float)
     if not cells:
         return []
     md = ["", "Robustness over the learning-rate x clip grid: cells are the mean final return over seeds; the "
-          "spread row summarises the grid's cells (mean, std, worst and best cell, worst / best).", ""]
+          "spread row summarises the grid's cells (mean, std, worst and best cell, worst / best) and, where "
+          "cells have 2+ seeds, the mean seed std within a cell.", ""]
     for (env, algo), grid in cells.items():
         lrs = sorted({k[0] for k in grid}, key=float)
         clips = sorted({k[1] for k in grid}, key=float)
         md += [f"**{env}, {algo}**", "", "| lr / clip | " + " | ".join(clips) + " |", "|---" * (len(clips) + 1) + "|"]
-        md += [f"| {lr} | " + " | ".join(f"{grid[(lr, c)]:.0f}" if (lr, c) in grid else "-" for c in clips) + " |"
-               for lr in lrs]
-        x = np.array(list(grid.values()))
+        md += [f"| {lr} | " + " | ".join(f"{grid[(lr, c)].mean():.0f}" if (lr, c) in grid else "-" for c in clips)
+               + " |" for lr in lrs]
+        x = np.array([seeds.mean() for seeds in grid.values()])
         ratio = f"{x.min() / x.max():.2f}" if x.max() > 0 else "n/a"
-        md += ["", f"spread over {len(x)} cells: mean {x.mean():.0f}, std {x.std():.0f}, worst {x.min():.0f}, "
-               f"best {x.max():.0f}, worst / best {ratio}", ""]
+        line = (f"spread over {len(x)} cells: mean {x.mean():.0f}, std {x.std():.0f}, worst {x.min():.0f}, "
+                f"best {x.max():.0f}, worst / best {ratio}")
+        seed_stds = [seeds.std() for seeds in grid.values() if len(seeds) > 1]
+        if seed_stds:
+            n_seeds = sorted({len(seeds) for seeds in grid.values()})
+            line += (f"; seed std within a cell {np.mean(seed_stds):.0f} (mean over {len(seed_stds)} cells, "
+                     f"{'-'.join(map(str, (n_seeds[0], n_seeds[-1]))) if len(n_seeds) > 1 else n_seeds[0]} seeds each)")
+        md += ["", line, ""]
     return md
 
 

@@ -40,7 +40,8 @@ def test_mujoco_report_aggregate_by_hand():
 
 def test_mujoco_report_robustness_grid_by_hand():
     """ppo cells (seed means): lr 1e-4 -> 100 (clip .1), 300 (clip .2, seeds 200 and 400); lr 3e-4 -> 200, 400.
-    Spread: mean 250, std sqrt(12500) = 112, worst 100, best 400, worst / best 0.25."""
+    Spread: mean 250, std sqrt(12500) = 112, worst 100, best 400, worst / best 0.25; the one cell with two
+    seeds has seed std 100 (population std of 200 and 400)."""
     from experiments.mujoco_report import _robustness
     data = [("ppo-lr1e-4-clip0.1", 100), ("ppo-lr1e-4-clip0.2", 200), ("ppo-lr1e-4-clip0.2", 400),
             ("ppo-lr3e-4-clip0.1", 200), ("ppo-lr3e-4-clip0.2", 400), ("dapo", 999)]
@@ -48,7 +49,11 @@ def test_mujoco_report_robustness_grid_by_hand():
     md = "\n".join(_robustness(rows, ["E"], list(dict.fromkeys(v for v, _ in data))))
     assert "| lr / clip | 0.1 | 0.2 |" in md
     assert "| 1e-4 | 100 | 300 |" in md and "| 3e-4 | 200 | 400 |" in md
-    assert "mean 250, std 112, worst 100, best 400, worst / best 0.25" in md
+    assert ("mean 250, std 112, worst 100, best 400, worst / best 0.25; "
+            "seed std within a cell 100 (mean over 1 cells, 1-2 seeds each)") in md
+    one_seed_rows = [r for r in rows if (r["variant"], r["final_return_mean"]) != ("ppo-lr1e-4-clip0.2", 400)]
+    one_seed = "\n".join(_robustness(one_seed_rows, ["E"], list(dict.fromkeys(v for v, _ in data))))
+    assert "worst / best 0.25\n" in one_seed and "; seed std" not in one_seed  # one seed per cell: no noise term
     assert "999" not in md  # variants outside the grid are left out
     assert _robustness(rows[-1:], ["E"], ["dapo"]) == []
 
