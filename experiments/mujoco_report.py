@@ -175,9 +175,10 @@ def _robustness(rows: list[dict], envs, variants) -> list[str]:
                 f"best {x.max():.0f}, worst / best {ratio}")
         seed_stds = [seeds.std() for seeds in grid.values() if len(seeds) > 1]
         if seed_stds:
-            n_seeds = sorted({len(seeds) for seeds in grid.values()})
+            n_min, n_max = min(map(len, grid.values())), max(map(len, grid.values()))
+            n_seeds = f"{n_min}-{n_max}" if n_min < n_max else f"{n_max}"
             line += (f"; seed std within a cell {np.mean(seed_stds):.0f} (mean over {len(seed_stds)} cells, "
-                     f"{'-'.join(map(str, (n_seeds[0], n_seeds[-1]))) if len(n_seeds) > 1 else n_seeds[0]} seeds each)")
+                     f"{n_seeds} seeds each)")
         md += ["", line, ""]
     return md
 

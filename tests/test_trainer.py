@@ -96,8 +96,12 @@ def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_con
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
     # a second collapse restores the best policy again but does not widen the clip further
     t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # mean 100 again: not a new best
+    with torch.no_grad():
+        for p in t.actor.parameters():
+            p.add_(1.0)
     t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
     assert t.health_counts["policy_collapse"] == 2
+    assert all(torch.equal(best[k], v) for k, v in t.actor.state_dict().items())
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
 
 
