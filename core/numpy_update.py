@@ -20,6 +20,7 @@ Supports a :class:`~core.networks.GaussianActor` or :class:`~core.networks.Categ
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -221,8 +222,8 @@ class NumpyUpdate:
         """Per-group norm clipping, the rule of :func:`core.update.clip_grad_norms_`; returns its
         diagnostics (pre-clip norm of each network, the factor applied to the actor's gradient)."""
         norms = [float(np.sqrt(np.dot(grad[sl], grad[sl]))) for sl in self.opt_slices]  # actor, critic
-        groups = (zip(self.opt_slices, norms) if self.separate
-                  else [(slice(None), float(np.sqrt(np.dot(grad, grad))))])  # one norm of the whole vector
+        # joint: the whole vector's norm follows from the two parts (as in clip_grad_norms_), no third pass
+        groups = zip(self.opt_slices, norms) if self.separate else [(slice(None), math.hypot(*norms))]
         scales = []
         for sl, norm in groups:
             scales.append(min(1.0, max_norm / (norm + 1e-6)))
