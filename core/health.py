@@ -20,9 +20,12 @@ EPS_PI_SCALE_MAX = COLLAPSE_WIDEN
 EPS_PI_MAX = 0.5  # and never beyond this absolute clip, whatever the configured one
 
 
-def widen_eps_pi_scale(scale: float) -> float:
-    """The collapse remedy's new eps_pi multiplier: ``min(scale * 1.5, 1.5)`` (a 0.2 clip becomes 0.3, then stays)."""
-    return min(scale * COLLAPSE_WIDEN, EPS_PI_SCALE_MAX)
+def widen_eps_pi_scale(scale):
+    """The collapse remedy's new eps_pi multiplier: ``min(scale * 1.5, 1.5)`` (a 0.2 clip becomes 0.3, then stays).
+
+    ``scale`` is a float (the single-agent trainer) or a tensor of per-agent multipliers (``dapo_ma``)."""
+    widened = scale * COLLAPSE_WIDEN
+    return widened.clamp(max=EPS_PI_SCALE_MAX) if hasattr(widened, "clamp") else min(widened, EPS_PI_SCALE_MAX)
 
 
 class PolicyCollapseMonitor:

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from core import schedules
-from core.health import COLLAPSE_WIDEN, EPS_PI_MAX, EPS_PI_SCALE_MAX
+from core.health import EPS_PI_MAX, widen_eps_pi_scale
 
 
 class ClipRanges(NamedTuple):
@@ -59,10 +59,9 @@ class AgentClips:
         return agent if self.per_agent else slice(None)
 
     def widen_policy(self, agent: int) -> None:
-        """Collapse remedy: enlarge agent ``agent``'s eps_pi by 50%, once (every agent's when clips are
-        shared), as :func:`core.health.widen_eps_pi_scale` does."""
+        """Collapse remedy: enlarge agent ``agent``'s eps_pi by 50%, once (every agent's when clips are shared)."""
         idx = self._agents(agent)
-        self.pi_scale[idx] = (self.pi_scale[idx] * COLLAPSE_WIDEN).clamp(max=EPS_PI_SCALE_MAX)
+        self.pi_scale[idx] = widen_eps_pi_scale(self.pi_scale[idx])
 
     def widen_value(self, agent: int, factor: float) -> None:
         """Divergence remedy: enlarge agent ``agent``'s eps_V (every agent's when clips are shared)."""

@@ -222,3 +222,6 @@ def test_collapse_remedy_widens_eps_pi_once():
         scale = widen_eps_pi_scale(scale)
         assert scale == expected
     assert widen_eps_pi_scale(0.5) == 0.75  # a scale below 1 still widens by 50%
+    # dapo_ma's per-agent multipliers go through the same rule, element-wise
+    per_agent = widen_eps_pi_scale(torch.tensor([1.0, 0.5, 1.5]))
+    assert torch.equal(per_agent, torch.tensor([1.5, 0.75, 1.5]))
