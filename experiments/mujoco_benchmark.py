@@ -33,6 +33,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
     "dapo-importance": ["--algo", "dapo", "--importance-correction"],
     "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # same p, without the i.i.d. draw noise
+    # a real priority (ESS held at 0.8; T=1 gives 0.97) without the i.i.d. draw noise
+    "dapo-systematic-ess0.8": ["--algo", "dapo", "--resampling", "systematic", "--temperature-mode", "learnable",
+                               "--ess-target", "0.8"],
     "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
     # a window of two rollouts (continuous preset: 2 x 2048), each epoch's 2048 draws distinct, favouring large |A|
     "dapo-window2-no-replacement": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement"],
