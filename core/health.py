@@ -16,7 +16,6 @@ COLLAPSE_WIDEN = 1.5  # the collapse remedy enlarges eps_pi by 50% (SPEC 2.4) ..
 # compounded otherwise: an Ant-v5 run (1M steps, DAPO with auto-lambda, seed 2) collapsed three times in
 # 30k steps, then trained its last 560k steps at eps_pi 0.5 with an approx KL of 0.13-0.14 per update
 # (0.03-0.05 in the same env's other seeds); the SPEC names a clip below 0.05 or one bad update as the causes.
-EPS_PI_SCALE_MAX = COLLAPSE_WIDEN
 EPS_PI_MAX = 0.5  # and never beyond this absolute clip, whatever the configured one
 
 
@@ -24,8 +23,8 @@ def widen_eps_pi_scale(scale):
     """The collapse remedy's new eps_pi multiplier: ``min(scale * 1.5, 1.5)`` (a 0.2 clip becomes 0.3, then stays).
 
     ``scale`` is a float (the single-agent trainer) or a tensor of per-agent multipliers (``dapo_ma``)."""
-    widened = scale * COLLAPSE_WIDEN
-    return widened.clamp(max=EPS_PI_SCALE_MAX) if hasattr(widened, "clamp") else min(widened, EPS_PI_SCALE_MAX)
+    widened = scale * COLLAPSE_WIDEN  # capped at one widening of the configured clip
+    return widened.clamp(max=COLLAPSE_WIDEN) if hasattr(widened, "clamp") else min(widened, COLLAPSE_WIDEN)
 
 
 class PolicyCollapseMonitor:
