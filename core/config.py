@@ -178,10 +178,12 @@ class TrainConfig:
     value_importance_correction: bool = False
     """Weight only the critic's loss by 1/(N p_i): the critic regresses on the window's own distribution
     while the policy keeps the prioritised draws (prioritised replay corrects its value loss this way)."""
-    resampling: Literal["multinomial", "systematic", "without-replacement"] = "multinomial"
+    resampling: Literal["multinomial", "systematic", "without-replacement", "weighted"] = "multinomial"
     """How each epoch's draws follow p: multinomial (i.i.d.), systematic (low-variance: transition i
-    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch) or
-    without-replacement (no transition twice per epoch; selects only with --window above one rollout)."""
+    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch),
+    without-replacement (no transition twice per epoch; selects only with --window above one rollout) or
+    weighted (no draws: PPO's permutation with every loss weighted by N p_i, the draws' expected gradient
+    without their noise)."""
 
     # --- health monitors (SPEC 2.4) ---------------------------------------------------------
     health_monitors: Optional[bool] = None
@@ -323,6 +325,9 @@ def validate(c: TrainConfig) -> None:
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "
              "correction; drop --importance-correction/--value-importance-correction or use multinomial/systematic")
+    _require(c.resampling != "weighted" or not (c.importance_correction or c.value_importance_correction),
+             "--resampling weighted with importance correction cancels its own weights (N p_i / (N p_i) = 1); "
+             "drop --importance-correction/--value-importance-correction, or use --no-dynamic-sampling for uniform")
     _require(not c.proximal_clip or c.overlap or c.window > c.num_envs * c.num_steps,
              "--proximal-clip re-anchors stale data, and there is none: add --overlap or a --window above one rollout "
              f"({c.num_envs * c.num_steps} transitions)")

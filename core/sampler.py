@@ -17,6 +17,10 @@ within an epoch no transition repeats, so it only selects when the window holds 
 transitions (a window of several rollouts); then high-``|A|`` transitions are more likely to be among the
 ``M`` (inclusion probabilities lie between ``M p_i`` and uniform ``M / N``; no closed form, so no importance
 correction).  With ``M > N`` each pass over the window is one permutation-like round.
+``weighted`` draws nothing: each epoch is PPO's permutation and every loss is multiplied by ``N p_i``.
+Since ``(1/N) sum_i N p_i g_i = sum_i p_i g_i = E_{i~p}[g_i]``, an epoch's mean gradient is the one the
+draws have in expectation, without their sampling noise (a Rao-Blackwellisation of the draws): no
+transition is skipped or repeated, the priority acts as a loss weight (mean 1 over the window).
 With importance correction each sampled loss is multiplied by ``1 / (N p_i)``; since
 ``E_{i~p}[1/(N p_i) g_i] = (1/N) sum_i g_i``, the expected minibatch gradient equals uniform
 sampling's, and ``E_p[1/(N p_i)] = 1`` keeps the loss scale.
@@ -52,7 +56,7 @@ def sampling_probs(adv: Tensor, temperature: float | Tensor) -> Tensor:
     return torch.softmax(w / temperature, dim=0)
 
 
-RESAMPLING = ("multinomial", "systematic", "without-replacement")
+RESAMPLING = ("multinomial", "systematic", "without-replacement", "weighted")
 
 
 def systematic_draws(p: Tensor, m: int, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -145,7 +149,8 @@ class DynamicSampler:
 
     ``dynamic=False`` gives classic PPO minibatching: a fresh permutation each epoch, no replacement.
     ``dynamic=True`` draws from ``p = softmax(|A|/max|A| / T)`` by ``resampling`` (``multinomial``,
-    ``systematic`` or ``without-replacement``, see the module docstring).
+    ``systematic`` or ``without-replacement``), or with ``weighted`` keeps the permutation and yields the
+    weights ``N p_i`` (see the module docstring).
     """
 
     def __init__(self, capacity: int, device: torch.device, temperature: Optional[Temperature] = None,
@@ -155,6 +160,9 @@ class DynamicSampler:
             raise ValueError(f"sampler capacity must be >= 1, got {capacity}")
         if resampling not in RESAMPLING:
             raise ValueError(f"unknown resampling '{resampling}'; choose one of: {', '.join(RESAMPLING)}")
+        if resampling == "weighted" and importance_correction:
+            raise ValueError("resampling 'weighted' with importance correction weights every loss by N p_i / (N p_i) = 1: "
+                             "that is uniform minibatches; use dynamic=False instead")
         self.resampling = resampling
         self.capacity, self.device = capacity, torch.device(device)
         self.temperature = temperature or Temperature("fixed")
@@ -195,16 +203,16 @@ class DynamicSampler:
 
     def minibatches(self, num_minibatches: int, minibatch_size: int) -> Iterator[tuple[Tensor, Optional[Tensor]]]:
         """One epoch: ``num_minibatches`` pairs ``(indices (M,), weights (M,) or None)``."""
-        n = self.size
-        if not self.dynamic:
-            total = num_minibatches * minibatch_size  # enough permutations to cover one epoch
+        n, m = self.size, num_minibatches * minibatch_size
+        if not self.dynamic or self.resampling == "weighted":
             perm = torch.cat([torch.randperm(n, generator=self.generator, device=self.device)
-                              for _ in range(-(-total // n))])
+                              for _ in range(-(-m // n))])  # enough permutations to cover one epoch
+            weights = n * self.probabilities()[perm] if self.dynamic else None
             for k in range(num_minibatches):
-                yield perm[k * minibatch_size:(k + 1) * minibatch_size], None
+                sl = slice(k * minibatch_size, (k + 1) * minibatch_size)
+                yield perm[sl], None if weights is None else weights[sl]
             return
         p = self.probabilities()
-        m = num_minibatches * minibatch_size
         if self.resampling == "systematic":
             draws = systematic_draws(p, m, self.generator)
         elif self.resampling == "without-replacement":

@@ -97,7 +97,7 @@ class Trainer:
         self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches,
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
                                               cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm,
-                                              policy_weights=cfg.importance_correction)
+                                              policy_weights=cfg.importance_correction or cfg.resampling == "weighted")
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
         self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance)
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)

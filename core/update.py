@@ -62,7 +62,8 @@ class UpdateSettings:
     ent_coef: float
     max_grad_norm: float
     policy_weights: bool = True
-    """Apply the sampler's importance weights to the policy loss and entropy too (False: value loss only)."""
+    """Apply the sampler's weights (importance or ``weighted`` resampling) to the policy loss and entropy too
+    (False: value loss only)."""
 
 
 def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluation],

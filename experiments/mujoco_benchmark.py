@@ -33,6 +33,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
     "dapo-importance": ["--algo", "dapo", "--importance-correction"],
     "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # same p, without the i.i.d. draw noise
+    # no draws: PPO's permutation, each loss weighted by N p_i (the draws' expected gradient, without their noise)
+    "dapo-weighted": ["--algo", "dapo", "--resampling", "weighted"],
     # a real priority (ESS held at 0.8; T=1 gives 0.97) without the i.i.d. draw noise
     "dapo-systematic-ess0.8": ["--algo", "dapo", "--resampling", "systematic", "--temperature-mode", "learnable",
                                "--ess-target", "0.8"],

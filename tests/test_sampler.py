@@ -483,3 +483,53 @@ def test_without_replacement_refuses_importance_correction():
 def test_unknown_resampling_rejected():
     with pytest.raises(ValueError, match="resampling"):
         DynamicSampler(4, CPU, resampling="stratified")
+
+
+# --------------------------------------------------------------------------------------------
+# resampling="weighted": the draws' expected gradient, without the draws
+# --------------------------------------------------------------------------------------------
+def test_weighted_resampling_is_a_permutation_weighted_by_n_p():
+    """adv (0, 2) at T=1: w = (0, 1), p = (1, e) / (1 + e), so the weights N p are 2 / (1 + e) = 0.5379
+    and 2e / (1 + e) = 1.4621, and every epoch visits both transitions once."""
+    s = _sampler([0.0, 2.0], temperature=Temperature("fixed", 1.0), resampling="weighted")
+    expected = {0: 2 / (1 + math.e), 1: 2 * math.e / (1 + math.e)}
+    for _ in range(5):
+        ((idx, w),) = list(s.minibatches(1, 2))
+        assert sorted(idx.tolist()) == [0, 1]
+        for i, wi in zip(idx.tolist(), w.tolist()):
+            assert wi == pytest.approx(expected[i], abs=1e-6)
+
+
+def test_weighted_epoch_mean_equals_the_expectation_of_multinomial_draws():
+    """For any per-transition quantity g (a loss or a gradient), one weighted epoch's mean of ``w * g`` is
+    exactly ``sum_i p_i g_i``, which multinomial draws from the same p reach only on average."""
+    g = torch.Generator().manual_seed(5)
+    adv, per_sample = torch.randn(64, generator=g), torch.randn(64, generator=g, dtype=torch.float64)
+    weighted = _sampler(adv, temperature=Temperature("fixed", 0.3), resampling="weighted")
+    epoch = list(weighted.minibatches(4, 16))
+    assert sorted(torch.cat([i for i, _ in epoch]).tolist()) == list(range(64))
+    weighted_mean = sum(float((w.double() * per_sample[i]).sum()) for i, w in epoch) / 64
+    target = float((weighted.probabilities().double() * per_sample).sum())
+    assert weighted_mean == pytest.approx(target, abs=1e-6)
+
+    drawn = _sampler(adv, temperature=Temperature("fixed", 0.3), resampling="multinomial")
+    epoch_means = torch.tensor([float(per_sample[torch.cat([i for i, _ in drawn.minibatches(4, 16)])].mean())
+                                for _ in range(2000)])
+    assert abs(float(epoch_means.mean()) - target) < 5 * float(epoch_means.std()) / math.sqrt(2000)
+    assert float(epoch_means.std()) > 0.05  # the draw noise the weighted epoch does not have
+
+
+def test_weighted_resampling_refuses_importance_correction():
+    from core.config import ConfigError, TrainConfig, resolve
+    with pytest.raises(ValueError, match="uniform minibatches"):
+        _sampler([1.0, 2.0], importance_correction=True, resampling="weighted")
+    for flag in ("importance_correction", "value_importance_correction"):
+        with pytest.raises(ConfigError, match="--resampling weighted"):
+            resolve(TrainConfig(env="Pendulum-v1", algo="dapo", resampling="weighted", **{flag: True}), "continuous")
+
+
+def test_weighted_resampling_weights_the_policy_loss_too(tmp_path, small_config):
+    """The weights N p_i stand for the draws, which shape the policy's and the critic's minibatches alike."""
+    from core.trainer import Trainer
+    assert Trainer(small_config(tmp_path / "w", resampling="weighted"), tmp_path / "w").update_settings.policy_weights
+    assert not Trainer(small_config(tmp_path / "m"), tmp_path / "m").update_settings.policy_weights
