@@ -36,7 +36,11 @@ class PolicyCollapseMonitor:
     monitor fires when the gain ``m* - m0`` exceeds ``significance * se`` (so noise on a plateau never
     counts as progress) and ``m* - m >= drop * (m* - m0)``: returns fell back most of the way towards
     where training started.  Measuring the drop relative to the gain works for negative returns too.
-    After firing the window is emptied, so the restored policy gets ``window`` fresh episodes first.
+    After firing the monitor starts over: the window is emptied, and the restored policy's first full
+    window becomes the new ``m0`` and ``m*``.  Against the old ``m*`` a best that was a lucky window (which
+    the restored policy cannot repeat) fires restore after restore: an Ant-v5 run (1M steps, DAPO with
+    weighted minibatches, seed 4) restored its best 24 times in its last 480k steps and ended at 138
+    (its other seeds 734-754).
     """
 
     def __init__(self, window: int = 10, drop: float = 0.7, significance: float = 4.0):
@@ -61,6 +65,7 @@ class PolicyCollapseMonitor:
         noise = math.sqrt((self.best_std ** 2 + std ** 2) / self.window)
         if gain > self.significance * noise and self.best_mean - mean >= self.drop * gain:
             self.recent.clear()
+            self.first_mean, self.best_mean, self.best_std = math.nan, -math.inf, 0.0
             return True, False
         return False, False
 

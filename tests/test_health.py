@@ -65,6 +65,21 @@ def test_collapse_fires_on_injected_drop_and_empties_window():
     assert len(m.recent) == 4
 
 
+def test_collapse_starts_over_after_firing():
+    """window 2, drop 0.5: 0 -> 100 then 0 fires (m0 0, m* 100).  The restored policy then scores 60 and 20
+    in turn: against the old m* = 100 the window mean 40 would fire again (drop 60 >= 50), but the monitor
+    started over at the restored policy's first window (m0 = m* = 60), where 40 is no significant gain lost.
+    A real collapse after a new gain still fires: 60 -> 200 -> 60 (gain 140, drop 140 >= 70)."""
+    m = PolicyCollapseMonitor(window=2, drop=0.5)
+    _feed(m, [0.0, 0.0, 100.0, 100.0])
+    assert m.observe([0.0]) == (False, False) and m.observe([0.0]) == (True, False)
+    assert math.isnan(m.first_mean) and len(m.recent) == 0
+    assert m.observe([60.0]) == (False, False) and m.observe([60.0]) == (False, True)  # the new start and best
+    assert m.first_mean == m.best_mean == 60.0
+    assert [c for _, c, _ in _feed(m, [20.0, 60.0, 20.0, 60.0])] == [False] * 4
+    assert [c for _, c, _ in _feed(m, [200.0, 200.0, 60.0, 60.0])] == [False, False, False, True]
+
+
 def test_collapse_negative_returns():
     """-1000 (x20) -> -200 (x20) -> -950, one episode per call: m0 = -1000, m* = -200, gain 800;
     it fires once the mean is <= -200 - 0.7*800 = -760.  After k episodes at -950 the mean is

@@ -94,8 +94,10 @@ def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_con
     assert t.health_counts["policy_collapse"] == 1
     assert all(torch.equal(best[k], v) for k, v in t.actor.state_dict().items())
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
-    # a second collapse restores the best policy again but does not widen the clip further
-    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # mean 100 again: not a new best
+    # the monitor starts over from the restored policy, so a second collapse needs a new gain first; it
+    # restores the new best snapshot but does not widen the clip further
+    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)      # the restored policy's first window: new start
+    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # new best 100 -> snapshot (the restored weights)
     with torch.no_grad():
         for p in t.actor.parameters():
             p.add_(1.0)
