@@ -178,15 +178,12 @@ class TrainConfig:
     value_importance_correction: bool = False
     """Weight only the critic's loss by 1/(N p_i): the critic regresses on the window's own distribution
     while the policy keeps the prioritised draws (prioritised replay corrects its value loss this way)."""
-    resampling: Optional[Literal["multinomial", "systematic", "without-replacement", "weighted"]] = None
-    """How each epoch's minibatches follow p: weighted (no draws: PPO's permutation with every loss weighted by
-    N p_i, the draws' expected gradient without their noise), multinomial (i.i.d. draws), systematic
-    (low-variance draws: transition i drawn floor or ceil of M p_i times) or without-replacement (no
-    transition twice per epoch; selects only with --window above one rollout). Default: weighted, or
-    multinomial with an importance correction (which would cancel weighted's weights). Weighted replaced
-    multinomial as the default after the 1M-step MuJoCo runs (README, 'DAPO variants at 1M steps'): same
-    expected gradient, the policy's per-update KL back at PPO's level, and it won most run pairs against
-    multinomial on Walker2d, Ant and HalfCheetah."""
+    resampling: Literal["multinomial", "systematic", "without-replacement", "weighted"] = "multinomial"
+    """How each epoch's draws follow p: multinomial (i.i.d.), systematic (low-variance: transition i
+    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch),
+    without-replacement (no transition twice per epoch; selects only with --window above one rollout) or
+    weighted (no draws: PPO's permutation with every loss weighted by N p_i, the draws' expected gradient
+    without their noise)."""
 
     # --- health monitors (SPEC 2.4) ---------------------------------------------------------
     health_monitors: Optional[bool] = None
@@ -255,9 +252,6 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
         out.critic_lr = out.lr
     if out.proximal_clip is None:
         out.proximal_clip = out.overlap
-    if out.resampling is None:  # an importance correction would cancel weighted's N p_i weights
-        out.resampling = ("multinomial" if out.importance_correction or out.value_importance_correction
-                          else "weighted")
     from core.networks import resolve_precision
 
     out.precision = resolve_precision(out.precision)

@@ -25,21 +25,16 @@ from pathlib import Path
 
 from experiments.sweep import ROOT, run_cli, run_command
 
-# Minibatch draws were multinomial until weighted became the default (after the 1M-step runs of dapo-weighted):
-# variants named before then pin multinomial, so every committed row reruns as it ran; "dapo-weighted" is what
-# `--algo dapo` runs now.
-DAPO_MULTINOMIAL = ["--algo", "dapo", "--resampling", "multinomial"]
-MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": DAPO_MULTINOMIAL,
-        "dapo-weighted": ["--algo", "dapo", "--resampling", "weighted"], "sb3-ppo": None}
+MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo", "dapo"], "sb3-ppo": None}
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
-    "dapo": DAPO_MULTINOMIAL,
-    "dapo-no-decoupled": [*DAPO_MULTINOMIAL, "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
-    "dapo-clip-higher": [*DAPO_MULTINOMIAL, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
+    "dapo": ["--algo", "dapo"],
+    "dapo-no-decoupled": ["--algo", "dapo", "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
+    "dapo-clip-higher": ["--algo", "dapo", "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
     "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
-    "dapo-importance": [*DAPO_MULTINOMIAL, "--importance-correction"],
+    "dapo-importance": ["--algo", "dapo", "--importance-correction"],
     "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # same p, without the i.i.d. draw noise
     # no draws: PPO's permutation, each loss weighted by N p_i (the draws' expected gradient, without their noise)
-    "dapo-weighted": ["--algo", "dapo", "--resampling", "weighted"],  # the default since it was measured
+    "dapo-weighted": ["--algo", "dapo", "--resampling", "weighted"],
     # a real priority (ESS held at 0.8; T=1 gives 0.97) without the i.i.d. draw noise
     "dapo-systematic-ess0.8": ["--algo", "dapo", "--resampling", "systematic", "--temperature-mode", "learnable",
                                "--ess-target", "0.8"],
@@ -51,37 +46,36 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
                               "--proximal-clip"],
     # i.i.d. draws, no priority
     "dapo-uniform-multinomial": ["--algo", "dapo", "--temperature-init", "1e9", "--resampling", "multinomial"],
-    "dapo-T-fixed": [*DAPO_MULTINOMIAL, "--temperature-mode", "fixed"],
-    "dapo-T-ema": [*DAPO_MULTINOMIAL, "--temperature-mode", "ema"],
-    "dapo-T-learnable": [*DAPO_MULTINOMIAL, "--temperature-mode", "learnable"],
-    "dapo-auto-lambda": [*DAPO_MULTINOMIAL, "--auto-lambda"],  # GRPO's explained-variance lambda rule
-    "dapo-epsV-constant": [*DAPO_MULTINOMIAL, "--eps-v-schedule", "constant"],
-    "dapo-lr-drop": [*DAPO_MULTINOMIAL, "--policy-lr-drop-step", "100000"],
-    "dapo-critic-lr3e-4": [*DAPO_MULTINOMIAL, "--critic-lr", "3e-4"],  # PPO's critic rate
-    "dapo-no-value-clip": [*DAPO_MULTINOMIAL, "--no-clip-value"],
-    "dapo-value-importance": [*DAPO_MULTINOMIAL, "--value-importance-correction"],  # 1/(N p_i) on the critic only
-    "dapo-lr2e-4": [*DAPO_MULTINOMIAL, "--lr", "2e-4"],  # policy lr cut to offset the prioritised draws' larger KL
-    "dapo-clip0.15": [*DAPO_MULTINOMIAL, "--clip-eps", "0.15"],  # a tighter trust region for the same reason
-    "dapo-ent0.003": [*DAPO_MULTINOMIAL, "--ent-coef", "0.003"],  # against the faster entropy decline
-    "dapo-ent0.01": [*DAPO_MULTINOMIAL, "--ent-coef", "0.01"],
+    "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
+    "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],
+    "dapo-T-learnable": ["--algo", "dapo", "--temperature-mode", "learnable"],
+    "dapo-auto-lambda": ["--algo", "dapo", "--auto-lambda"],  # GRPO's explained-variance lambda rule
+    "dapo-epsV-constant": ["--algo", "dapo", "--eps-v-schedule", "constant"],
+    "dapo-lr-drop": ["--algo", "dapo", "--policy-lr-drop-step", "100000"],
+    "dapo-critic-lr3e-4": ["--algo", "dapo", "--critic-lr", "3e-4"],  # PPO's critic rate
+    "dapo-no-value-clip": ["--algo", "dapo", "--no-clip-value"],
+    "dapo-value-importance": ["--algo", "dapo", "--value-importance-correction"],  # 1/(N p_i) on the critic only
+    "dapo-lr2e-4": ["--algo", "dapo", "--lr", "2e-4"],  # policy lr cut to offset the prioritised draws' larger KL
+    "dapo-clip0.15": ["--algo", "dapo", "--clip-eps", "0.15"],  # a tighter trust region for the same reason
+    "dapo-ent0.003": ["--algo", "dapo", "--ent-coef", "0.003"],  # against the faster entropy decline
+    "dapo-ent0.01": ["--algo", "dapo", "--ent-coef", "0.01"],
     # KL-adaptive policy lr (Isaac Gym's rule): 0.005 pulls DAPO's per-update KL (~0.012) to PPO's level
     # (~0.0095, band [0.0025, 0.01]); 0.01 only acts late, raising the annealed lr when KL < 0.005.
-    "dapo-kl0.005": [*DAPO_MULTINOMIAL, "--target-kl", "0.005"],
-    "dapo-kl0.01": [*DAPO_MULTINOMIAL, "--target-kl", "0.01"],
-    "dapo-kl0.008-const-lr": [*DAPO_MULTINOMIAL, "--target-kl", "0.008", "--no-anneal-lr"],
+    "dapo-kl0.005": ["--algo", "dapo", "--target-kl", "0.005"],
+    "dapo-kl0.01": ["--algo", "dapo", "--target-kl", "0.01"],
+    "dapo-kl0.008-const-lr": ["--algo", "dapo", "--target-kl", "0.008", "--no-anneal-lr"],
     # GRPO's tight value clip (0.2, constant) in place of eps_V 0.5 -> 0.3, with either draw rule
-    "dapo-epsV0.2": [*DAPO_MULTINOMIAL, "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
+    "dapo-epsV0.2": ["--algo", "dapo", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
     "dapo-systematic-epsV0.2": ["--algo", "dapo", "--resampling", "systematic", "--eps-v-start", "0.2",
                                 "--eps-v-schedule", "constant"],
 }
-ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": [*(DAPO_MULTINOMIAL if algo == "dapo" else ["--algo", algo]), "--lr", lr,
-                                              "--clip-eps", clip]
+ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
 # double buffering: is learning from one-update-old data (process worker on CPU) as good as in-step collection?
 # "-overlap": clipped around the one-update-old behaviour policy (the default before --proximal-clip);
 # "-overlap-proximal": re-anchored on the live policy (decoupled PPO objective, Hilton et al. 2021)
-OVERLAP = {"dapo": DAPO_MULTINOMIAL, "dapo-overlap": [*DAPO_MULTINOMIAL, "--overlap", "--no-proximal-clip"],
-           "dapo-overlap-proximal": [*DAPO_MULTINOMIAL, "--overlap", "--proximal-clip"],
+OVERLAP = {"dapo": ["--algo", "dapo"], "dapo-overlap": ["--algo", "dapo", "--overlap", "--no-proximal-clip"],
+           "dapo-overlap-proximal": ["--algo", "dapo", "--overlap", "--proximal-clip"],
            "ppo": ["--algo", "ppo"], "ppo-overlap": ["--algo", "ppo", "--overlap", "--no-proximal-clip"]}
 SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS, "overlap": OVERLAP}
 

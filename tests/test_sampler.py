@@ -532,14 +532,4 @@ def test_weighted_resampling_weights_the_policy_loss_too(tmp_path, small_config)
     """The weights N p_i stand for the draws, which shape the policy's and the critic's minibatches alike."""
     from core.trainer import Trainer
     assert Trainer(small_config(tmp_path / "w", resampling="weighted"), tmp_path / "w").update_settings.policy_weights
-    assert not Trainer(small_config(tmp_path / "m", resampling="multinomial"), tmp_path / "m").update_settings.policy_weights
-
-
-def test_resampling_defaults_to_weighted_unless_importance_corrected():
-    from core.config import TrainConfig, resolve
-    assert resolve(TrainConfig(env="Pendulum-v1", algo="dapo"), "continuous").resampling == "weighted"
-    for flag in ("importance_correction", "value_importance_correction"):
-        cfg = resolve(TrainConfig(env="Pendulum-v1", algo="dapo", **{flag: True}), "continuous")
-        assert cfg.resampling == "multinomial"
-    assert resolve(TrainConfig(env="Pendulum-v1", algo="dapo", resampling="systematic"), "continuous").resampling \
-        == "systematic"
+    assert not Trainer(small_config(tmp_path / "m"), tmp_path / "m").update_settings.policy_weights
