@@ -48,6 +48,7 @@ class PolicyCollapseMonitor:
         self.recent: deque[float] = deque(maxlen=window)
         self.first_mean = math.nan
         self.best_mean, self.best_std = -math.inf, 0.0
+        self.fired_from = (math.nan, math.nan)  # (m0, m*) of the last firing, before the monitor started over
 
     def observe(self, episode_returns: Iterable[float]) -> tuple[bool, bool]:
         """Feed finished episodes; returns ``(collapsed, new_best)``; ``new_best`` means snapshot now."""
@@ -65,6 +66,7 @@ class PolicyCollapseMonitor:
         noise = math.sqrt((self.best_std ** 2 + std ** 2) / self.window)
         if gain > self.significance * noise and self.best_mean - mean >= self.drop * gain:
             self.recent.clear()
+            self.fired_from = (self.first_mean, self.best_mean)
             self.first_mean, self.best_mean, self.best_std = math.nan, -math.inf, 0.0
             return True, False
         return False, False

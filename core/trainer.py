@@ -242,7 +242,7 @@ class Trainer:
         if collapsed:  # restore the best policy and widen its clip range by 50% (the first time only)
             self.actor.load_state_dict(self.best_actor)
             self.eps_pi_scale = widen_eps_pi_scale(self.eps_pi_scale)
-            self._record("policy_collapse", f"recent mean far below best {self.collapse.best_mean:.1f}")
+            self._record("policy_collapse", f"recent mean far below best {self.collapse.fired_from[1]:.1f}")
         if not math.isnan(v_loss) and self.divergence.observe(v_loss):
             self.critic_lr_scale *= 0.5
             self.eps_v_scale *= 1.2

@@ -57,11 +57,12 @@ class AgentHealth:
             collapsed, new_best = collapse.observe(returns[:, i].tolist())
             if new_best:
                 self.best_actor[i] = copy.deepcopy(actor.state_dict())
-            warmed_up = collapse.best_mean - collapse.first_mean >= self.min_gain * abs(collapse.first_mean)
-            if collapsed and warmed_up and self.best_actor[i]:
+            first, best = collapse.fired_from
+            warmed_up = collapsed and best - first >= self.min_gain * abs(first)
+            if warmed_up and self.best_actor[i]:
                 restore_agent(actor, self.best_actor[i], i, shared)
                 clips.widen_policy(i)
-                events.append(("policy_collapse", f"agent {i}: recent mean far below best {collapse.best_mean:.2f}"))
+                events.append(("policy_collapse", f"agent {i}: recent mean far below best {best:.2f}"))
             if not math.isnan(value_errors[i]) and divergence.observe(float(value_errors[i])):
                 self.critic_lr_scale *= 0.5
                 clips.widen_value(i, 1.2)

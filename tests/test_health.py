@@ -73,7 +73,7 @@ def test_collapse_starts_over_after_firing():
     m = PolicyCollapseMonitor(window=2, drop=0.5)
     _feed(m, [0.0, 0.0, 100.0, 100.0])
     assert m.observe([0.0]) == (False, False) and m.observe([0.0]) == (True, False)
-    assert math.isnan(m.first_mean) and len(m.recent) == 0
+    assert math.isnan(m.first_mean) and len(m.recent) == 0 and m.fired_from == (0.0, 100.0)
     assert m.observe([60.0]) == (False, False) and m.observe([60.0]) == (False, True)  # the new start and best
     assert m.first_mean == m.best_mean == 60.0
     assert [c for _, c, _ in _feed(m, [20.0, 60.0, 20.0, 60.0])] == [False] * 4

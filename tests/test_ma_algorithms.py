@@ -1,6 +1,7 @@
 """Multi-agent mechanics: per-agent clip semantics, shared-buffer sampling, critic inputs, MADDPG maths."""
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -145,3 +146,21 @@ def test_maddpg_critic_target_math(tmp_path):
         q = t.critic(batch.obs, batch.actions.reshape(8, 1, -1).expand(8, 2, -1), ids)
     assert float(loss.detach()) == pytest.approx(float(((q - y) ** 2).mean()), rel=1e-5)
     assert t.replay.size == 200 and t.actor.act(batch.obs, ids, True).shape == (8, 2)
+
+
+def test_agent_health_restores_only_the_collapsed_agent_and_reports_its_best():
+    """Agent 0 rises 0 -> 100 then falls back to 0 (window 2, drop 0.5: fires); agent 1 stays flat at 0."""
+    from dapo_ma.health import AgentHealth
+    clips = AgentClips(2, 0.2, None, True, True, 0.5, 0.3, "linear", per_agent=True)
+    health = AgentHealth(2, True, collapse_window=2, collapse_drop=0.5, min_gain=0.1, divergence_window=10,
+                         divergence_factor=10.0)
+    actor, no_errors = torch.nn.Linear(1, 1), np.full(2, np.nan)
+    for r in (0.0, 0.0, 100.0, 100.0):
+        assert health.watch(actor, clips, True, np.array([[r, 0.0]]), no_errors) == []
+    best = actor.weight.detach().clone()
+    with torch.no_grad():
+        actor.weight.add_(1.0)  # a "bad update" after the best snapshot
+    events = [e for r in (0.0, 0.0) for e in health.watch(actor, clips, True, np.array([[r, 0.0]]), no_errors)]
+    assert events == [("policy_collapse", "agent 0: recent mean far below best 100.00")]
+    assert torch.equal(actor.weight, best)
+    assert clips.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.3, 0.2])
