@@ -40,7 +40,7 @@ class PolicyCollapseMonitor:
     window becomes the new ``m0`` and ``m*``.  Against the old ``m*`` a best that was a lucky window (which
     the restored policy cannot repeat) fires restore after restore: an Ant-v5 run (1M steps, DAPO with
     weighted minibatches, seed 4) restored its best 24 times in its last 480k steps and ended at 138
-    (its other seeds 734-754).
+    (its other four seeds 484-754).
     """
 
     def __init__(self, window: int = 10, drop: float = 0.7, significance: float = 4.0):
