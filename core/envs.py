@@ -127,6 +127,11 @@ class ObsNormalizer:
         self.rms.load_state_dict(s)
         self._affine = None
 
+    @staticmethod
+    def mean_std(s: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(mean, std)`` ``(D,)`` float64 that ``__call__`` normalises with, from a ``state_dict``."""
+        return np.asarray(s["mean"], np.float64), np.sqrt(np.asarray(s["var"], np.float64) + 1e-8)
+
 
 class RewardScaler:
     """Divide rewards by the running std of each env's discounted return (as gymnasium's

@@ -1,7 +1,9 @@
 """Training-health monitors (SPEC 2.4): each watches a statistic, names an event and suggests a remedy.
 
 The monitors only *detect*; the trainer applies the remedies so that they stay testable in isolation:
-- ``policy_collapse`` -> restore the actor from its best snapshot, enlarge eps_pi by 50% (once).
+- ``policy_collapse`` -> restore the actor from its best snapshot, enlarge eps_pi by 50% (once).  The
+  restored actor's input layer is refit to the observation normaliser's current statistics
+  (:func:`core.networks.refit_input_layer`), so it is the best policy of the raw observation again.
 - ``value_divergence`` -> halve the critic learning rate, enlarge eps_V by 20%.
 - ``non_finite`` -> skip the update, restore the last healthy snapshot.
 """

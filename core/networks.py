@@ -26,6 +26,34 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, out_gain: float) -> nn
     return nn.Sequential(*layers)
 
 
+@torch.no_grad()
+def refit_input_layer(layer: nn.Linear, fitted: tuple[np.ndarray, np.ndarray],
+                      current: tuple[np.ndarray, np.ndarray]) -> None:
+    """Rewrite ``layer``, the first layer of a network trained on observations normalised as
+    ``z_f = (x - m_f) / s_f``, in place so that it gives the same output on ``z_c = (x - m_c) / s_c``.
+
+    ``fitted = (m_f, s_f)``, ``current = (m_c, s_c)``, each ``(D,)`` with ``D = layer.in_features``.
+    From ``z_f = z_c * s_c / s_f + (m_c - m_f) / s_f``:
+    ``W z_f + b = (W diag(s_c / s_f)) z_c + (b + W (m_c - m_f) / s_f)``.
+    Why: the collapse remedy restores the actor's best weights, but the observation normaliser's running
+    statistics kept moving since, so the bare weights would be a different policy of the raw observation.
+    Exact while no normalised coordinate reaches the normaliser's clip (+-10).
+    """
+    (m_f, s_f), (m_c, s_c) = fitted, current
+    if len(m_f) != layer.in_features or len(m_c) != layer.in_features:
+        raise ValueError(f"normaliser statistics of size {len(m_f)}/{len(m_c)} do not match the layer's "
+                         f"{layer.in_features} inputs")
+    w = layer.weight.double()
+    scale, shift = (torch.as_tensor(x, dtype=torch.float64, device=w.device) for x in (s_c / s_f, (m_c - m_f) / s_f))
+    layer.bias.copy_((layer.bias.double() + w @ shift).to(layer.bias.dtype))
+    layer.weight.copy_((w * scale).to(layer.weight.dtype))
+
+
+def input_layer(net: nn.Module) -> nn.Linear:
+    """The first ``nn.Linear`` of an MLP network (the layer that reads the normalised observation)."""
+    return next(m for m in net.modules() if isinstance(m, nn.Linear))
+
+
 class NatureCNN(nn.Module):
     """The Nature-DQN encoder (Mnih et al. 2015): frames ``(B, 4, 84, 84)`` uint8 -> features ``(B, out_dim)``.
 

@@ -35,7 +35,7 @@ from core.health import (
 from core.logging import MetricLogger
 from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
-from core.networks import build_networks
+from core.networks import build_networks, input_layer, refit_input_layer
 from core.numpy_update import NumpyUpdate
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
@@ -107,6 +107,7 @@ class Trainer:
         self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
         self.health_events: list[dict] = []
         self.best_actor = copy.deepcopy(self.actor.state_dict())
+        self.best_obs_norm: Optional[dict] = self.obs_norm.state_dict()  # the statistics best_actor acted on
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         fast = (cfg.numpy_update and not cfg.compile
                 and NumpyUpdate.supports(self.actor, self.critic, self.device, self.dist.enabled))
@@ -239,14 +240,24 @@ class Trainer:
         collapsed, new_best = self.collapse.observe(r for r, _ in episodes)
         if new_best:
             self.best_actor = copy.deepcopy(self.actor.state_dict())
+            self.best_obs_norm = self.obs_norm.state_dict()
         if collapsed:  # restore the best policy and widen its clip range by 50% (the first time only)
-            self.actor.load_state_dict(self.best_actor)
+            self._restore_best_actor()
             self.eps_pi_scale = widen_eps_pi_scale(self.eps_pi_scale)
             self._record("policy_collapse", f"recent mean far below best {self.collapse.fired_from[1]:.1f}")
         if not math.isnan(v_loss) and self.divergence.observe(v_loss):
             self.critic_lr_scale *= 0.5
             self.eps_v_scale *= 1.2
             self._record("value_divergence", f"value loss rose {self.cfg.divergence_window} updates in a row")
+
+    def _restore_best_actor(self) -> None:
+        """Load the best actor, re-expressed for the normaliser's current statistics (the critic and the
+        collector keep using those) so that it is the best policy again as a function of the raw observation."""
+        self.actor.load_state_dict(self.best_actor)
+        if self.obs_norm.enabled and self.best_obs_norm is not None:  # None: a checkpoint from before this rule
+            refit_input_layer(input_layer(self.actor), ObsNormalizer.mean_std(self.best_obs_norm),
+                              ObsNormalizer.mean_std(self.obs_norm.state_dict()))
+            self.dist.broadcast_modules([self.actor])  # ranks keep their own statistics: all take rank 0's refit
 
     # --- the loop ------------------------------------------------------------------------------
     def train(self, logger: MetricLogger, progress=None, max_iterations: Optional[int] = None) -> None:
@@ -291,7 +302,8 @@ class Trainer:
             "health": {"collapse": self.collapse.state_dict(), "divergence": self.divergence.state_dict(),
                        "scales": (self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale),
                        "counts": dict(self.health_counts), "events": list(self.health_events),
-                       "best_actor": self.best_actor, "last_good": self.guard.last_good},
+                       "best_actor": self.best_actor, "best_obs_norm": self.best_obs_norm,
+                       "last_good": self.guard.last_good},
             "recent_returns": list(self.recent_returns), "kl_lr_scale": self.kl_lr.scale,
             "rng": rng_state(),
         }
@@ -313,6 +325,7 @@ class Trainer:
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = h["scales"]
         self.health_counts, self.health_events = dict(h["counts"]), list(h["events"])
         self.best_actor, self.guard.last_good = h["best_actor"], h["last_good"]
+        self.best_obs_norm = h.get("best_obs_norm")  # absent in checkpoints written before the refit
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
         self.kl_lr.scale = s.get("kl_lr_scale", 1.0)  # absent in checkpoints written before target_kl
         set_rng_state(s["rng"])

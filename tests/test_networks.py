@@ -1,7 +1,11 @@
-"""The actors' written-out log-probabilities and entropies equal torch.distributions'."""
+"""The actors' written-out log-probabilities and entropies equal torch.distributions'; the input-layer
+refit keeps a restored policy the same function of the raw observation."""
+import numpy as np
+import pytest
 import torch
 
-from core.networks import CategoricalActor, GaussianActor
+from core.envs import ObsNormalizer
+from core.networks import CategoricalActor, GaussianActor, input_layer, refit_input_layer
 
 
 def test_gaussian_sample_and_evaluate_match_the_normal_distribution():
@@ -26,3 +30,35 @@ def test_categorical_evaluate_matches_the_distribution():
     logp2, ent = actor.evaluate(obs, action)
     dist = actor.distribution(obs)
     assert torch.equal(logp, logp2) and torch.allclose(ent, dist.entropy())
+
+
+def test_refit_input_layer_on_hand_numbers():
+    """W = [1, 2], b = 0.5, fitted on raw x (m 0, s 1); now normalised with m (1, 2), s (2, 4).
+    Raw x = (3, 6): the old layer gives 3 + 12 + 0.5 = 15.5 on z_f = (3, 6).  The refit layer reads
+    z_c = ((3-1)/2, (6-2)/4) = (1, 1) with W' = (1*2, 2*4) = (2, 8), b' = 0.5 + 1*1 + 2*2 = 5.5: 15.5."""
+    layer = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[1.0, 2.0]]))
+        layer.bias.fill_(0.5)
+    refit_input_layer(layer, (np.zeros(2), np.ones(2)), (np.array([1.0, 2.0]), np.array([2.0, 4.0])))
+    assert layer.weight.tolist() == [[2.0, 8.0]]
+    assert layer.bias.tolist() == [5.5]
+    assert layer(torch.tensor([[1.0, 1.0]])).item() == 15.5
+
+
+def test_refit_input_layer_keeps_the_policy_a_function_of_the_raw_observation():
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    actor = GaussianActor(5, 2, [16, 16])
+    fitted, current = ObsNormalizer((5,), True), ObsNormalizer((5,), True)
+    fitted.update(rng.normal(1.0, 3.0, (500, 5)))
+    current.load_state_dict(fitted.state_dict())
+    current.update(rng.normal(-2.0, 0.5, (800, 5)))  # the statistics drift while the policy is away
+    raw = rng.normal(0.0, 2.0, (64, 5))
+    before = actor.mode(torch.as_tensor(fitted(raw)))
+    assert not torch.allclose(actor.mode(torch.as_tensor(current(raw))), before, atol=1e-3)  # drift matters
+    refit_input_layer(input_layer(actor), ObsNormalizer.mean_std(fitted.state_dict()),
+                      ObsNormalizer.mean_std(current.state_dict()))
+    assert torch.allclose(actor.mode(torch.as_tensor(current(raw))), before, atol=1e-5)
+    with pytest.raises(ValueError, match="do not match"):
+        refit_input_layer(input_layer(actor), (np.zeros(3), np.ones(3)), (np.zeros(3), np.ones(3)))

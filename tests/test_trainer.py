@@ -2,6 +2,7 @@
 import csv
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -189,3 +190,21 @@ def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
     rows = _rows(tmp_path / "metrics.csv")
     assert [float(r["train/lr_policy"]) for r in rows] == pytest.approx([cfg.lr, cfg.lr / 1.5, cfg.lr / 1.5 ** 2])
     assert [float(r["train/lr_value"]) for r in rows] == pytest.approx([cfg.critic_lr] * 3)
+
+
+def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, small_config):
+    """The restored actor must be the best policy of the raw observation, although the observation
+    normaliser's statistics moved on after the best snapshot (the critic keeps the current ones)."""
+    cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=2, num_steps=64, collapse_window=2, norm_obs=True)
+    t = Trainer(cfg, tmp_path)
+    t.iterate()  # real statistics
+    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)
+    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # new best -> snapshot of actor and statistics
+    raw = np.random.default_rng(0).normal(0.0, 1.0, (32, 3))
+    best = t.actor.mode(torch.as_tensor(t.obs_norm(raw)))
+    t.iterate()
+    t.iterate()  # the actor and the statistics move on
+    assert not np.allclose(t.obs_norm.state_dict()["mean"], t.best_obs_norm["mean"])
+    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)  # collapse -> restore
+    assert t.health_counts["policy_collapse"] == 1
+    assert torch.allclose(t.actor.mode(torch.as_tensor(t.obs_norm(raw))), best, atol=1e-5)
