@@ -1,4 +1,5 @@
 """Benchmark scripts run end to end on a tiny budget (slow marker) and resume instead of redoing work."""
+import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,27 @@ def test_write_rows_unions_columns_and_a_failed_write_keeps_the_old_table(tmp_pa
         write_rows(path, [{"env": "E", "seed": 3}, {"env": Unprintable(), "seed": 4}])
     assert path.read_text() == "env,seed,sps\nE,1,\nE,2,10.5\n" and [p.name for p in tmp_path.iterdir()] == ["results.csv"]
     assert [r["seed"] for r in read_rows(path)] == [1, 2]
+
+
+def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, small_config):
+    """Checkpoints of one Pendulum run, 2 and 6 updates in: the bare restore moves the policy's actions,
+    the refit one does not (to float rounding), and the tables are written."""
+    import shutil
+
+    from core.logging import MetricLogger
+    from core.trainer import Trainer
+    from experiments import normaliser_drift
+
+    cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=2, num_steps=64, total_steps=6 * 128, norm_obs=True)
+    t = Trainer(cfg, tmp_path)
+    t.train(MetricLogger(tmp_path, tensorboard=False), max_iterations=2)
+    shutil.copy(tmp_path / "checkpoint.pt", tmp_path / "early.pt")
+    t.train(MetricLogger(tmp_path, resume_step=t.global_step, tensorboard=False))
+    out = tmp_path / "drift"
+    normaliser_drift.main(["--early", str(tmp_path / "early.pt"), "--late", str(tmp_path / "checkpoint.pt"),
+                           "--env", "Pendulum-v1", "--episodes", "1", "--out", str(out)])
+    rows = {r["condition"]: r for r in csv.DictReader(open(out / "results.csv"))}
+    assert float(rows["bare_restore"]["action_shift"]) > 1e-3
+    assert float(rows["refit_restore"]["action_shift"]) < 1e-5
+    assert float(rows["refit_restore"]["return_mean"]) == pytest.approx(float(rows["as_trained"]["return_mean"]), rel=1e-3)
+    assert "| refit_restore |" in (out / "results.md").read_text()

@@ -1,0 +1,108 @@
+"""Does the observation normaliser's drift change a restored policy?  (issue #4, the collapse remedy)
+
+The collapse remedy (SPEC 2.4) restores the actor's best weights, but the running observation statistics
+kept moving after that snapshot.  For checkpoints of one run at an earlier step A (the "best" policy) and
+later steps B (the "collapse"), this script plays A's actor three ways on the same evaluation seeds:
+- ``as_trained``: with A's own statistics (the policy the snapshot was);
+- ``bare_restore``: with B's statistics, the weights unchanged (the remedy before commit 010ab0e);
+- ``refit_restore``: with B's statistics and the input layer refit (:func:`core.networks.refit_input_layer`).
+It also reports how far the bare restore moves the mean action on A's own states, in units of the
+policy's action std (``|d mean| / std``, averaged over states and action dimensions).
+
+    python experiments/normaliser_drift.py --early runs/ckpt_copies/dapo_s4_1440.pt \\
+        --late runs/ckpt_copies/dapo_s4_1452.pt runs/ckpt_copies/dapo_s4_1504.pt --env Humanoid-v5 \\
+        --out experiments/results/normaliser_drift
+
+Checkpoints are ``checkpoint.pt`` files of ``dapo run`` (copies taken while a run trained).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core.checkpoint import load_checkpoint
+from core.envs import ObsNormalizer, to_env_actions
+from core.evaluation import evaluation_envs
+from core.networks import build_networks, input_layer, refit_input_layer
+from experiments.notes import write_results_md
+from experiments.result_rows import write_rows
+
+
+@torch.no_grad()
+def play(env_id: str, actor, obs_norm: ObsNormalizer, episodes: int, seed: int) -> tuple[list[float], np.ndarray]:
+    """Deterministic returns of ``episodes`` episodes and the raw observations seen ``(S, D)``."""
+    envs = evaluation_envs(env_id, seed)
+    obs, returns, ep_return, seen = envs.reset(seed=seed), [], 0.0, []
+    while len(returns) < episodes:
+        seen.append(np.array(obs[0]))
+        step = envs.step(to_env_actions(actor.mode(torch.as_tensor(obs_norm(obs))), envs.single_action_space))
+        obs, ep_return = step.obs, ep_return + float(step.score[0])
+        if step.game_over[0]:
+            returns.append(ep_return)
+            ep_return = 0.0
+    envs.close()
+    return returns, np.stack(seen)
+
+
+def load(env_id: str, path: Path):
+    """The checkpoint's MLP actor (hidden sizes read off its weights), its normaliser and its step."""
+    state = load_checkpoint(path)
+    hidden = [w.shape[0] for k, w in state["actor"].items() if k.endswith("weight")][:-1]
+    envs = evaluation_envs(env_id, 0)
+    actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, hidden, False)
+    envs.close()
+    actor.load_state_dict(state["actor"])
+    norm = ObsNormalizer((input_layer(actor).in_features,), True)
+    norm.load_state_dict(state["obs_norm"])
+    return actor, norm, int(state["global_step"])
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--early", type=Path, required=True, help="checkpoint whose actor is restored (the best)")
+    p.add_argument("--late", type=Path, nargs="+", required=True, help="later checkpoints of the same run")
+    p.add_argument("--env", required=True, help="the run's env id, e.g. Humanoid-v5")
+    p.add_argument("--episodes", type=int, default=10, help="deterministic evaluation episodes per condition")
+    p.add_argument("--seed", type=int, default=1000, help="evaluation seed (the same for every condition)")
+    p.add_argument("--out", type=Path, required=True, help="results folder (results.csv, results.md)")
+    a = p.parse_args(argv)
+
+    actor, norm_a, step_a = load(a.env, a.early)
+    best_returns, states = play(a.env, actor, norm_a, a.episodes, a.seed)
+    rows = [{"early_step": step_a, "late_step": step_a, "condition": "as_trained",
+             "return_mean": np.mean(best_returns), "return_std": np.std(best_returns), "action_shift": 0.0}]
+    std = actor.log_std.exp().detach() if hasattr(actor, "log_std") else torch.ones(())
+    ref = actor.mode(torch.as_tensor(norm_a(states)))
+    for late in a.late:
+        _, norm_b, step_b = load(a.env, late)
+        drifted = ((actor.mode(torch.as_tensor(norm_b(states))) - ref).abs() / std).mean().item()
+        bare, _ = play(a.env, actor, norm_b, a.episodes, a.seed)
+        refit = load(a.env, a.early)[0]
+        refit_input_layer(input_layer(refit), ObsNormalizer.mean_std(norm_a.state_dict()),
+                          ObsNormalizer.mean_std(norm_b.state_dict()))
+        shift = ((refit.mode(torch.as_tensor(norm_b(states))) - ref).abs() / std).mean().item()
+        refit_returns, _ = play(a.env, refit, norm_b, a.episodes, a.seed)
+        for name, r, s in (("bare_restore", bare, drifted), ("refit_restore", refit_returns, shift)):
+            rows.append({"early_step": step_a, "late_step": step_b, "condition": name,
+                         "return_mean": np.mean(r), "return_std": np.std(r), "action_shift": s})
+        print(f"A {step_a} B {step_b}: as trained {np.mean(best_returns):.0f}, bare restore {np.mean(bare):.0f} "
+              f"(|d mean|/std {drifted:.3f}), refit {np.mean(refit_returns):.0f} ({shift:.2e})", flush=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    write_rows(a.out / "results.csv", rows)
+    table = ["| policy from step | statistics from step | restore | return (mean +- std) | mean action shift / std |",
+             "|---|---|---|---|---|"]
+    table += [f"| {r['early_step']} | {r['late_step']} | {r['condition']} | {r['return_mean']:.0f} +- "
+              f"{r['return_std']:.0f} | {r['action_shift']:.3g} |" for r in rows]
+    command = " ".join(["python experiments/normaliser_drift.py", *(sys.argv[1:] if argv is None else argv)])
+    write_results_md(a.out / "results.md", "\n".join(
+        ["# Observation-normaliser drift and the restored policy", "", f"Command: `{command}`", "",
+         f"{a.episodes} deterministic episodes per row on evaluation seed {a.seed}; the action shift is measured "
+         "on the states the policy visits with its own statistics.", "", *table]))
+
+
+if __name__ == "__main__":
+    main()
