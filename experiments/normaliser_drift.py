@@ -6,8 +6,11 @@ later steps B (the "collapse"), this script plays A's actor three ways on the sa
 - ``as_trained``: with A's own statistics (the policy the snapshot was);
 - ``bare_restore``: with B's statistics, the weights unchanged (the remedy before commit 010ab0e);
 - ``refit_restore``: with B's statistics and the input layer refit (:func:`core.networks.refit_input_layer`).
-It also reports how far the bare restore moves the mean action on A's own states, in units of the
-policy's action std (``|d mean| / std``, averaged over states and action dimensions).
+On the states A's policy visits with its own statistics it reports how far each restore moves the policy:
+the mean KL(as trained || restored) and, for Gaussian actors, the mean action shift in units of the action
+std (``|d mean| / std``, averaged over states and action dimensions), and the share of normalised inputs at
+the normaliser's clip (+-10), where the refit cannot be exact.  Returns of 10 deterministic episodes are
+noisy (Humanoid: std 100+); the KL is the clean measure.
 
     python experiments/normaliser_drift.py --early runs/ckpt_copies/dapo_s4_1440.pt \\
         --late runs/ckpt_copies/dapo_s4_1452.pt runs/ckpt_copies/dapo_s4_1504.pt --env Humanoid-v5 \\
@@ -18,11 +21,13 @@ Checkpoints are ``checkpoint.pt`` files of ``dapo run`` (copies taken while a ru
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch.distributions import Normal, kl_divergence
 
 from core.checkpoint import load_checkpoint
 from core.envs import ObsNormalizer, to_env_actions
@@ -46,6 +51,23 @@ def play(env_id: str, actor, obs_norm: ObsNormalizer, episodes: int, seed: int) 
             ep_return = 0.0
     envs.close()
     return returns, np.stack(seen)
+
+
+@torch.no_grad()
+def distance(actor_a, norm_a: ObsNormalizer, actor_b, norm_b: ObsNormalizer, raw: np.ndarray) -> tuple[float, float]:
+    """Mean over the raw states ``raw`` ``(S, D)`` of KL(pi_a || pi_b), and of ``|mean_a - mean_b| / std_a``
+    over action dimensions for Gaussian actors (NaN otherwise)."""
+    p = actor_a.distribution(torch.as_tensor(norm_a(raw)))
+    q = actor_b.distribution(torch.as_tensor(norm_b(raw)))
+    kl = kl_divergence(p, q)
+    kl = kl.sum(-1) if kl.dim() > 1 else kl
+    shift = ((p.mean - q.mean).abs() / p.stddev).mean().item() if isinstance(p, Normal) else math.nan
+    return kl.mean().item(), shift
+
+
+def clipped(norm: ObsNormalizer, raw: np.ndarray) -> float:
+    """Share of normalised coordinates at the normaliser's clip (where the refit cannot be exact)."""
+    return float((np.abs(norm(raw)) >= norm.clip).mean())
 
 
 def load(env_id: str, path: Path):
@@ -73,30 +95,27 @@ def main(argv=None) -> None:
 
     actor, norm_a, step_a = load(a.env, a.early)
     best_returns, states = play(a.env, actor, norm_a, a.episodes, a.seed)
-    rows = [{"early_step": step_a, "late_step": step_a, "condition": "as_trained",
-             "return_mean": np.mean(best_returns), "return_std": np.std(best_returns), "action_shift": 0.0}]
-    std = actor.log_std.exp().detach() if hasattr(actor, "log_std") else torch.ones(())
-    ref = actor.mode(torch.as_tensor(norm_a(states)))
+    rows = [{"early_step": step_a, "late_step": step_a, "condition": "as_trained", "return_mean": np.mean(best_returns),
+             "return_std": np.std(best_returns), "kl": 0.0, "action_shift": 0.0, "clipped": clipped(norm_a, states)}]
     for late in a.late:
         _, norm_b, step_b = load(a.env, late)
-        drifted = ((actor.mode(torch.as_tensor(norm_b(states))) - ref).abs() / std).mean().item()
-        bare, _ = play(a.env, actor, norm_b, a.episodes, a.seed)
         refit = load(a.env, a.early)[0]
         refit_input_layer(input_layer(refit), ObsNormalizer.mean_std(norm_a.state_dict()),
                           ObsNormalizer.mean_std(norm_b.state_dict()))
-        shift = ((refit.mode(torch.as_tensor(norm_b(states))) - ref).abs() / std).mean().item()
-        refit_returns, _ = play(a.env, refit, norm_b, a.episodes, a.seed)
-        for name, r, s in (("bare_restore", bare, drifted), ("refit_restore", refit_returns, shift)):
-            rows.append({"early_step": step_a, "late_step": step_b, "condition": name,
-                         "return_mean": np.mean(r), "return_std": np.std(r), "action_shift": s})
-        print(f"A {step_a} B {step_b}: as trained {np.mean(best_returns):.0f}, bare restore {np.mean(bare):.0f} "
-              f"(|d mean|/std {drifted:.3f}), refit {np.mean(refit_returns):.0f} ({shift:.2e})", flush=True)
+        for name, policy in (("bare_restore", actor), ("refit_restore", refit)):
+            returns, _ = play(a.env, policy, norm_b, a.episodes, a.seed)
+            kl, shift = distance(actor, norm_a, policy, norm_b, states)
+            rows.append({"early_step": step_a, "late_step": step_b, "condition": name, "return_mean": np.mean(returns),
+                         "return_std": np.std(returns), "kl": kl, "action_shift": shift,
+                         "clipped": clipped(norm_b, states)})
+            print(f"A {step_a} B {step_b} {name}: return {np.mean(returns):.0f} (as trained "
+                  f"{np.mean(best_returns):.0f}), KL {kl:.2e}, |d mean|/std {shift:.2e}", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
-    table = ["| policy from step | statistics from step | restore | return (mean +- std) | mean action shift / std |",
-             "|---|---|---|---|---|"]
+    table = ["| policy from step | statistics from step | restore | return (mean +- std) | KL(trained, restored) "
+             "| mean action shift / std | share of inputs at the clip |", "|---|---|---|---|---|---|---|"]
     table += [f"| {r['early_step']} | {r['late_step']} | {r['condition']} | {r['return_mean']:.0f} +- "
-              f"{r['return_std']:.0f} | {r['action_shift']:.3g} |" for r in rows]
+              f"{r['return_std']:.0f} | {r['kl']:.3g} | {r['action_shift']:.3g} | {r['clipped']:.3g} |" for r in rows]
     command = " ".join(["python experiments/normaliser_drift.py", *(sys.argv[1:] if argv is None else argv)])
     write_results_md(a.out / "results.md", "\n".join(
         ["# Observation-normaliser drift and the restored policy", "", f"Command: `{command}`", "",

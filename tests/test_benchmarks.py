@@ -172,7 +172,7 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
     normaliser_drift.main(["--early", str(tmp_path / "early.pt"), "--late", str(tmp_path / "checkpoint.pt"),
                            "--env", "Pendulum-v1", "--episodes", "1", "--out", str(out)])
     rows = {r["condition"]: r for r in csv.DictReader(open(out / "results.csv"))}
-    assert float(rows["bare_restore"]["action_shift"]) > 1e-3
-    assert float(rows["refit_restore"]["action_shift"]) < 1e-5
+    assert float(rows["bare_restore"]["action_shift"]) > 1e-3 and float(rows["bare_restore"]["kl"]) > 1e-6
+    assert float(rows["refit_restore"]["action_shift"]) < 1e-5 and float(rows["refit_restore"]["kl"]) < 1e-9
     assert float(rows["refit_restore"]["return_mean"]) == pytest.approx(float(rows["as_trained"]["return_mean"]), rel=1e-3)
     assert "| refit_restore |" in (out / "results.md").read_text()
