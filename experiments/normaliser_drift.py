@@ -12,11 +12,10 @@ std (``|d mean| / std``, averaged over states and action dimensions), and the sh
 the normaliser's clip (+-10), where the refit cannot be exact.  Returns of 10 deterministic episodes are
 noisy (Humanoid: std 100+); the KL is the clean measure.
 
-    python experiments/normaliser_drift.py --early runs/ckpt_copies/dapo_s4_1440.pt \\
-        --late runs/ckpt_copies/dapo_s4_1452.pt runs/ckpt_copies/dapo_s4_1504.pt --env Humanoid-v5 \\
-        --out experiments/results/normaliser_drift
+    python experiments/normaliser_drift.py --early A.pt --late B1.pt B2.pt --env Humanoid-v5 --out OUT
 
-Checkpoints are ``checkpoint.pt`` files of ``dapo run`` (copies taken while a run trained).
+Checkpoints are ``checkpoint.pt`` files of one ``dapo run`` with observation normalisation (copies taken
+while it trained); ``experiments/results/normaliser_drift/README.md`` has the runs and commands used.
 """
 from __future__ import annotations
 
@@ -75,6 +74,13 @@ def load(env_id: str, path: Path):
     state = load_checkpoint(path)
     hidden = [w.shape[0] for k, w in state["actor"].items() if k.endswith("weight")][:-1]
     envs = evaluation_envs(env_id, 0)
+    shape, stats = envs.single_observation_space.shape, state["obs_norm"]
+    if np.shape(stats["mean"]) != shape or len(shape) != 1:
+        raise SystemExit(f"error: {path} does not hold observation statistics of {env_id}'s flat observations "
+                         f"{shape}; pass --env the run's env (an MLP run)")
+    if stats["count"] < 1:
+        raise SystemExit(f"error: {path} comes from a run without observation normalisation (--no-norm-obs): "
+                         "nothing drifts; pick a run with --norm-obs")
     actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, hidden, False)
     envs.close()
     actor.load_state_dict(state["actor"])

@@ -176,3 +176,6 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
     assert float(rows["refit_restore"]["action_shift"]) < 1e-5 and float(rows["refit_restore"]["kl"]) < 1e-9
     assert float(rows["refit_restore"]["return_mean"]) == pytest.approx(float(rows["as_trained"]["return_mean"]), rel=1e-3)
     assert "| refit_restore |" in (out / "results.md").read_text()
+    with pytest.raises(SystemExit, match="pass --env the run's env"):  # a checkpoint of another env
+        normaliser_drift.main(["--early", str(tmp_path / "early.pt"), "--late", str(tmp_path / "checkpoint.pt"),
+                               "--env", "CartPole-v1", "--out", str(out)])
