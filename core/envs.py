@@ -69,6 +69,9 @@ def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> 
     raise ConfigError(f"env '{env_id}' has action space {act_space}; supported: Discrete, 1-D Box")
 
 
+VAR_EPS = 1e-8  # the observation normaliser divides by sqrt(var + VAR_EPS)
+
+
 class RunningMeanStd:
     """Streaming mean/variance (Chan et al. parallel update) over the batch axis of ``(B, *shape)``.
 
@@ -115,7 +118,7 @@ class ObsNormalizer:
         if not self.enabled:
             return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
         if self._affine is None:  # statistics change once per rollout; this runs at every env step
-            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + 1e-8)).astype(np.float32))
+            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + VAR_EPS)).astype(np.float32))
         mean, inv_std = self._affine
         out = (np.asarray(obs, dtype=np.float32) - mean) * inv_std
         return np.clip(out, -self.clip, self.clip, out=out)
@@ -130,7 +133,7 @@ class ObsNormalizer:
     @staticmethod
     def mean_std(s: dict) -> tuple[np.ndarray, np.ndarray]:
         """The ``(mean, std)`` ``(D,)`` float64 that ``__call__`` normalises with, from a ``state_dict``."""
-        return np.asarray(s["mean"], np.float64), np.sqrt(np.asarray(s["var"], np.float64) + 1e-8)
+        return np.asarray(s["mean"], np.float64), np.sqrt(np.asarray(s["var"], np.float64) + VAR_EPS)
 
 
 class RewardScaler:

@@ -20,13 +20,16 @@ def evaluation_envs(env_id: str, seed: int):
 
 @torch.no_grad()
 def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episodes: int, seed: int,
-             device: torch.device, deterministic: bool = True) -> list[float]:
+             device: torch.device, deterministic: bool = True, seen: Optional[list] = None) -> list[float]:
     """Raw scores of ``episodes`` full episodes on one env (whole games with unclipped rewards on
-    Atari); the mean action / argmax when ``deterministic``.  The normaliser is read, never updated."""
+    Atari); the mean action / argmax when ``deterministic``.  The normaliser is read, never updated.
+    ``seen``, when given, receives every raw observation the actor acted on."""
     envs = evaluation_envs(env_id, seed)
     obs = envs.reset(seed=seed)
     returns, ep_return = [], 0.0
     while len(returns) < episodes:
+        if seen is not None:
+            seen.append(np.array(obs[0]))
         o = torch.as_tensor(obs_norm(obs), device=device)
         action = actor.mode(o) if deterministic else actor.sample(o)[0]
         step = envs.step(to_env_actions(action, envs.single_action_space))

@@ -20,6 +20,7 @@ while it trained); ``experiments/results/normaliser_drift/README.md`` has the ru
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import sys
 from pathlib import Path
@@ -29,26 +30,17 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from core.checkpoint import load_checkpoint
-from core.envs import ObsNormalizer, to_env_actions
-from core.evaluation import evaluation_envs
+from core.envs import ObsNormalizer
+from core.evaluation import evaluate, evaluation_envs
 from core.networks import build_networks, input_layer, refit_input_layer
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 
 
-@torch.no_grad()
 def play(env_id: str, actor, obs_norm: ObsNormalizer, episodes: int, seed: int) -> tuple[list[float], np.ndarray]:
     """Deterministic returns of ``episodes`` episodes and the raw observations seen ``(S, D)``."""
-    envs = evaluation_envs(env_id, seed)
-    obs, returns, ep_return, seen = envs.reset(seed=seed), [], 0.0, []
-    while len(returns) < episodes:
-        seen.append(np.array(obs[0]))
-        step = envs.step(to_env_actions(actor.mode(torch.as_tensor(obs_norm(obs))), envs.single_action_space))
-        obs, ep_return = step.obs, ep_return + float(step.score[0])
-        if step.game_over[0]:
-            returns.append(ep_return)
-            ep_return = 0.0
-    envs.close()
+    seen: list[np.ndarray] = []
+    returns = evaluate(env_id, actor, obs_norm, episodes, seed, torch.device("cpu"), seen=seen)
     return returns, np.stack(seen)
 
 
@@ -84,7 +76,7 @@ def load(env_id: str, path: Path):
     actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, hidden, False)
     envs.close()
     actor.load_state_dict(state["actor"])
-    norm = ObsNormalizer((input_layer(actor).in_features,), True)
+    norm = ObsNormalizer(shape, True)
     norm.load_state_dict(state["obs_norm"])
     return actor, norm, int(state["global_step"])
 
@@ -105,7 +97,7 @@ def main(argv=None) -> None:
              "return_std": np.std(best_returns), "kl": 0.0, "action_shift": 0.0, "clipped": clipped(norm_a, states)}]
     for late in a.late:
         _, norm_b, step_b = load(a.env, late)
-        refit = load(a.env, a.early)[0]
+        refit = copy.deepcopy(actor)
         refit_input_layer(input_layer(refit), ObsNormalizer.mean_std(norm_a.state_dict()),
                           ObsNormalizer.mean_std(norm_b.state_dict()))
         for name, policy in (("bare_restore", actor), ("refit_restore", refit)):
