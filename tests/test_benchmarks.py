@@ -179,3 +179,20 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
     with pytest.raises(SystemExit, match="pass --env the run's env"):  # a checkpoint of another env
         normaliser_drift.main(["--early", str(tmp_path / "early.pt"), "--late", str(tmp_path / "checkpoint.pt"),
                                "--env", "CartPole-v1", "--out", str(out)])
+
+
+@pytest.mark.parametrize("suite", ["main", "ablation", "robustness", "overlap"])
+def test_mujoco_benchmark_variant_flags_are_valid(suite):
+    """Every variant's flags parse and resolve to a valid config, so a typo fails here, not hours into a sweep."""
+    from core.cli import build_parser
+    from core.cli_config import build_config
+    from core.config import resolve
+    from experiments.mujoco_benchmark import SUITES
+    for name, flags in SUITES[suite].items():
+        if flags is None:  # sb3-ppo: not a `dapo run`
+            continue
+        args = build_parser().parse_args(["run", "--env", "Walker2d-v5", *flags])
+        raw = build_config({k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")},
+                           None, None)
+        cfg = resolve(raw, "continuous")
+        assert cfg.algo in ("ppo", "grpo", "dapo"), name
