@@ -40,7 +40,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
                                "--ess-target", "0.8"],
     "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
     # GRPO's value clip, lambda rule and uniform minibatches on DAPO's decoupled optimisers: all that still
-    # differs from grpo is that each network's gradient is norm-clipped on its own
+    # differs from grpo is that each network's gradient is norm-clipped on its own and the health monitors
     "dapo-grpo-settings": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2",
                            "--eps-v-schedule", "constant"],
     # the same value clip and lambda rule with DAPO's draws kept (a lower lambda leans on the critic more)
