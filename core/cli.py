@@ -133,6 +133,11 @@ def _config_class(family: str) -> type:
     return TrainConfig
 
 
+def config_flags(args: argparse.Namespace) -> dict:
+    """The parsed ``dapo run`` options that are config fields (all but --config and --resume)."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")}
+
+
 def _run(args, family: str) -> int:
     if family == "ma":
         from dapo_ma.runner import run_experiment
@@ -140,8 +145,7 @@ def _run(args, family: str) -> int:
         from dapo_dt.runner import run_experiment
     else:
         from core.runner import run_experiment
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")}
-    cfg = build_config(flags, args.config, args.resume, _config_class(family))
+    cfg = build_config(config_flags(args), args.config, args.resume, _config_class(family))
     s = run_experiment(cfg, resume=args.resume is not None)
     if s is None:  # a data-parallel rank other than 0
         return 0

@@ -184,7 +184,7 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
 @pytest.mark.parametrize("suite", ["main", "ablation", "robustness", "overlap"])
 def test_mujoco_benchmark_variant_flags_are_valid(suite):
     """Every variant's flags parse and resolve to a valid config, so a typo fails here, not hours into a sweep."""
-    from core.cli import build_parser
+    from core.cli import build_parser, config_flags
     from core.cli_config import build_config
     from core.config import resolve
     from experiments.mujoco_benchmark import SUITES
@@ -192,7 +192,5 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
         if flags is None:  # sb3-ppo: not a `dapo run`
             continue
         args = build_parser().parse_args(["run", "--env", "Walker2d-v5", *flags])
-        raw = build_config({k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")},
-                           None, None)
-        cfg = resolve(raw, "continuous")
+        cfg = resolve(build_config(config_flags(args), None, None), "continuous")
         assert cfg.algo in ("ppo", "grpo", "dapo"), name
