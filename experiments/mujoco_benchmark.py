@@ -46,6 +46,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
     # the same value clip and lambda rule with DAPO's draws kept (a lower lambda leans on the critic more)
     "dapo-auto-lambda-epsV0.2": ["--algo", "dapo", "--auto-lambda", "--eps-v-start", "0.2",
                                  "--eps-v-schedule", "constant"],
+    # the same with systematic draws: DAPO's priority p kept, the i.i.d. draw noise (which raises the KL) removed
+    "dapo-systematic-auto-lambda-epsV0.2": ["--algo", "dapo", "--resampling", "systematic", "--auto-lambda",
+                                            "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
     # a window of two rollouts (continuous preset: 2 x 2048), each epoch's 2048 draws distinct, favouring large |A|
     "dapo-window2-no-replacement": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement"],
     # the same, with the older rollout clipped around the live policy instead of its own behaviour policy
