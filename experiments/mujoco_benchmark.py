@@ -26,66 +26,73 @@ from pathlib import Path
 from experiments.sweep import ROOT, run_cli, run_command
 
 MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo", "dapo"], "sb3-ppo": None}
-ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3)
-    "dapo": ["--algo", "dapo"],
-    "dapo-no-decoupled": ["--algo", "dapo", "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
-    "dapo-clip-higher": ["--algo", "dapo", "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
-    "dapo-no-dynamic": ["--algo", "dapo", "--no-dynamic-sampling"],
-    "dapo-importance": ["--algo", "dapo", "--importance-correction"],
-    "dapo-systematic": ["--algo", "dapo", "--resampling", "systematic"],  # same p, without the i.i.d. draw noise
+# DAPO's MuJoCo defaults until 1b65d3c (the SPEC's fixed lambda and eps_V 0.5 -> 0.3), spelled out so the
+# ablations, the robustness grid and the overlap check keep meaning what their committed rows measured; the
+# committed 1M-step rows of default DAPO made with them are labelled "dapo-v1" (in the main suite "dapo" is
+# today's defaults, which the 1M ablation "dapo-auto-lambda-epsV0.2" measured before they became defaults).
+DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear"]
+ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
+    "dapo-v1": DAPO_V1,
+    "dapo-no-decoupled": [*DAPO_V1, "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
+    "dapo-clip-higher": [*DAPO_V1, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
+    "dapo-no-dynamic": [*DAPO_V1, "--no-dynamic-sampling"],
+    "dapo-importance": [*DAPO_V1, "--importance-correction"],
+    "dapo-systematic": [*DAPO_V1, "--resampling", "systematic"],  # same p, without the i.i.d. draw noise
     # no draws: PPO's permutation, each loss weighted by N p_i (the draws' expected gradient, without their noise)
-    "dapo-weighted": ["--algo", "dapo", "--resampling", "weighted"],
+    "dapo-weighted": [*DAPO_V1, "--resampling", "weighted"],
     # a real priority (ESS held at 0.8; T=1 gives 0.97) without the i.i.d. draw noise
-    "dapo-systematic-ess0.8": ["--algo", "dapo", "--resampling", "systematic", "--temperature-mode", "learnable",
+    "dapo-systematic-ess0.8": [*DAPO_V1, "--resampling", "systematic", "--temperature-mode", "learnable",
                                "--ess-target", "0.8"],
-    "dapo-no-dynamic-auto-lambda": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda"],
+    "dapo-no-dynamic-auto-lambda": [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda"],
     # GRPO's value clip, lambda rule and uniform minibatches on DAPO's decoupled optimisers: all that still
     # differs from grpo is that each network's gradient is norm-clipped on its own and the health monitors
-    "dapo-grpo-settings": ["--algo", "dapo", "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2",
+    "dapo-grpo-settings": [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2",
                            "--eps-v-schedule", "constant"],
     # the same value clip and lambda rule with DAPO's draws kept (a lower lambda leans on the critic more)
-    "dapo-auto-lambda-epsV0.2": ["--algo", "dapo", "--auto-lambda", "--eps-v-start", "0.2",
+    "dapo-auto-lambda-epsV0.2": [*DAPO_V1, "--auto-lambda", "--eps-v-start", "0.2",
                                  "--eps-v-schedule", "constant"],
     # the same with systematic draws: DAPO's priority p kept, the i.i.d. draw noise (which raises the KL) removed
-    "dapo-systematic-auto-lambda-epsV0.2": ["--algo", "dapo", "--resampling", "systematic", "--auto-lambda",
+    "dapo-systematic-auto-lambda-epsV0.2": [*DAPO_V1, "--resampling", "systematic", "--auto-lambda",
                                             "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
     # a window of two rollouts (continuous preset: 2 x 2048), each epoch's 2048 draws distinct, favouring large |A|
-    "dapo-window2-no-replacement": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement"],
+    "dapo-window2-no-replacement": [*DAPO_V1, "--window", "4096", "--resampling", "without-replacement"],
     # the same, with the older rollout clipped around the live policy instead of its own behaviour policy
-    "dapo-window2-proximal": ["--algo", "dapo", "--window", "4096", "--resampling", "without-replacement",
+    "dapo-window2-proximal": [*DAPO_V1, "--window", "4096", "--resampling", "without-replacement",
                               "--proximal-clip"],
     # i.i.d. draws, no priority
-    "dapo-uniform-multinomial": ["--algo", "dapo", "--temperature-init", "1e9", "--resampling", "multinomial"],
-    "dapo-T-fixed": ["--algo", "dapo", "--temperature-mode", "fixed"],
-    "dapo-T-ema": ["--algo", "dapo", "--temperature-mode", "ema"],
-    "dapo-T-learnable": ["--algo", "dapo", "--temperature-mode", "learnable"],
-    "dapo-auto-lambda": ["--algo", "dapo", "--auto-lambda"],  # GRPO's explained-variance lambda rule
-    "dapo-epsV-constant": ["--algo", "dapo", "--eps-v-schedule", "constant"],
-    "dapo-lr-drop": ["--algo", "dapo", "--policy-lr-drop-step", "100000"],
-    "dapo-critic-lr3e-4": ["--algo", "dapo", "--critic-lr", "3e-4"],  # PPO's critic rate
-    "dapo-no-value-clip": ["--algo", "dapo", "--no-clip-value"],
-    "dapo-value-importance": ["--algo", "dapo", "--value-importance-correction"],  # 1/(N p_i) on the critic only
-    "dapo-lr2e-4": ["--algo", "dapo", "--lr", "2e-4"],  # policy lr cut to offset the prioritised draws' larger KL
-    "dapo-clip0.15": ["--algo", "dapo", "--clip-eps", "0.15"],  # a tighter trust region for the same reason
-    "dapo-ent0.003": ["--algo", "dapo", "--ent-coef", "0.003"],  # against the faster entropy decline
-    "dapo-ent0.01": ["--algo", "dapo", "--ent-coef", "0.01"],
+    "dapo-uniform-multinomial": [*DAPO_V1, "--temperature-init", "1e9", "--resampling", "multinomial"],
+    "dapo-T-fixed": [*DAPO_V1, "--temperature-mode", "fixed"],
+    "dapo-T-ema": [*DAPO_V1, "--temperature-mode", "ema"],
+    "dapo-T-learnable": [*DAPO_V1, "--temperature-mode", "learnable"],
+    "dapo-auto-lambda": [*DAPO_V1, "--auto-lambda"],  # GRPO's explained-variance lambda rule
+    "dapo-epsV-constant": [*DAPO_V1, "--eps-v-schedule", "constant"],
+    "dapo-lr-drop": [*DAPO_V1, "--policy-lr-drop-step", "100000"],
+    "dapo-critic-lr3e-4": [*DAPO_V1, "--critic-lr", "3e-4"],  # PPO's critic rate
+    "dapo-no-value-clip": [*DAPO_V1, "--no-clip-value"],
+    "dapo-value-importance": [*DAPO_V1, "--value-importance-correction"],  # 1/(N p_i) on the critic only
+    "dapo-lr2e-4": [*DAPO_V1, "--lr", "2e-4"],  # policy lr cut to offset the prioritised draws' larger KL
+    "dapo-clip0.15": [*DAPO_V1, "--clip-eps", "0.15"],  # a tighter trust region for the same reason
+    "dapo-ent0.003": [*DAPO_V1, "--ent-coef", "0.003"],  # against the faster entropy decline
+    "dapo-ent0.01": [*DAPO_V1, "--ent-coef", "0.01"],
     # KL-adaptive policy lr (Isaac Gym's rule): 0.005 pulls DAPO's per-update KL (~0.012) to PPO's level
     # (~0.0095, band [0.0025, 0.01]); 0.01 only acts late, raising the annealed lr when KL < 0.005.
-    "dapo-kl0.005": ["--algo", "dapo", "--target-kl", "0.005"],
-    "dapo-kl0.01": ["--algo", "dapo", "--target-kl", "0.01"],
-    "dapo-kl0.008-const-lr": ["--algo", "dapo", "--target-kl", "0.008", "--no-anneal-lr"],
+    "dapo-kl0.005": [*DAPO_V1, "--target-kl", "0.005"],
+    "dapo-kl0.01": [*DAPO_V1, "--target-kl", "0.01"],
+    "dapo-kl0.008-const-lr": [*DAPO_V1, "--target-kl", "0.008", "--no-anneal-lr"],
     # GRPO's tight value clip (0.2, constant) in place of eps_V 0.5 -> 0.3, with either draw rule
-    "dapo-epsV0.2": ["--algo", "dapo", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
-    "dapo-systematic-epsV0.2": ["--algo", "dapo", "--resampling", "systematic", "--eps-v-start", "0.2",
+    "dapo-epsV0.2": [*DAPO_V1, "--eps-v-start", "0.2", "--eps-v-schedule", "constant"],
+    "dapo-systematic-epsV0.2": [*DAPO_V1, "--resampling", "systematic", "--eps-v-start", "0.2",
                                 "--eps-v-schedule", "constant"],
 }
-ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": ["--algo", algo, "--lr", lr, "--clip-eps", clip]
+ROBUSTNESS = {f"{algo}-lr{lr}-clip{clip}": [*(DAPO_V1 if algo == "dapo" else ["--algo", algo]), "--lr", lr,
+                                            "--clip-eps", clip]
               for algo in ("ppo", "dapo") for lr in ("1e-4", "3e-4", "1e-3") for clip in ("0.1", "0.2", "0.3")}
 # double buffering: is learning from one-update-old data (process worker on CPU) as good as in-step collection?
 # "-overlap": clipped around the one-update-old behaviour policy (the default before --proximal-clip);
 # "-overlap-proximal": re-anchored on the live policy (decoupled PPO objective, Hilton et al. 2021)
-OVERLAP = {"dapo": ["--algo", "dapo"], "dapo-overlap": ["--algo", "dapo", "--overlap", "--no-proximal-clip"],
-           "dapo-overlap-proximal": ["--algo", "dapo", "--overlap", "--proximal-clip"],
+# "dapo" here is DAPO_V1, the in-step baseline the committed overlap/ rows were measured with
+OVERLAP = {"dapo": DAPO_V1, "dapo-overlap": [*DAPO_V1, "--overlap", "--no-proximal-clip"],
+           "dapo-overlap-proximal": [*DAPO_V1, "--overlap", "--proximal-clip"],
            "ppo": ["--algo", "ppo"], "ppo-overlap": ["--algo", "ppo", "--overlap", "--no-proximal-clip"]}
 SUITES = {"main": MAIN, "ablation": ABLATION, "robustness": ROBUSTNESS, "overlap": OVERLAP}
 

@@ -1,5 +1,6 @@
 """Benchmark scripts run end to end on a tiny budget (slow marker) and resume instead of redoing work."""
 import csv
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -181,16 +182,29 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
                                "--env", "CartPole-v1", "--out", str(out)])
 
 
-@pytest.mark.parametrize("suite", ["main", "ablation", "robustness", "overlap"])
-def test_mujoco_benchmark_variant_flags_are_valid(suite):
-    """Every variant's flags parse and resolve to a valid config, so a typo fails here, not hours into a sweep."""
+def _variant_config(flags):
     from core.cli import build_parser, config_flags
     from core.cli_config import build_config
     from core.config import resolve
+    args = build_parser().parse_args(["run", "--env", "Walker2d-v5", *flags])
+    return resolve(build_config(config_flags(args), None, None), "continuous")
+
+
+@pytest.mark.parametrize("suite", ["main", "ablation", "robustness", "overlap"])
+def test_mujoco_benchmark_variant_flags_are_valid(suite):
+    """Every variant's flags parse and resolve to a valid config, so a typo fails here, not hours into a sweep."""
     from experiments.mujoco_benchmark import SUITES
     for name, flags in SUITES[suite].items():
-        if flags is None:  # sb3-ppo: not a `dapo run`
-            continue
-        args = build_parser().parse_args(["run", "--env", "Walker2d-v5", *flags])
-        cfg = resolve(build_config(config_flags(args), None, None), "continuous")
-        assert cfg.algo in ("ppo", "grpo", "dapo"), name
+        if flags is not None:  # None: sb3-ppo, not a `dapo run`
+            assert _variant_config(flags).algo in ("ppo", "grpo", "dapo"), name
+
+
+def test_mujoco_benchmark_dapo_v1_and_the_defaults_it_was_measured_against():
+    """The README's "current defaults" column is the dapo-auto-lambda-epsV0.2 ablation: its flags must resolve to
+    exactly what plain --algo dapo resolves to now, and dapo-v1 to the SPEC's lambda and eps_V schedule."""
+    from experiments.mujoco_benchmark import ABLATION, MAIN
+    assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == _variant_config(MAIN["dapo"])
+    v1 = _variant_config(ABLATION["dapo-v1"])
+    assert (v1.auto_lambda, v1.eps_v_start, v1.eps_v_end, v1.eps_v_schedule) == (False, 0.5, 0.3, "linear")
+    assert v1 == dataclasses.replace(_variant_config(MAIN["dapo"]), auto_lambda=False, eps_v_start=0.5,
+                                     eps_v_schedule="linear")
