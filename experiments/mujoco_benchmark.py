@@ -26,11 +26,13 @@ from pathlib import Path
 from experiments.sweep import ROOT, run_cli, run_command
 
 MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo", "dapo"], "sb3-ppo": None}
-# DAPO's MuJoCo defaults until 1b65d3c (the SPEC's fixed lambda and eps_V 0.5 -> 0.3), spelled out so the
-# ablations, the robustness grid and the overlap check keep meaning what their committed rows measured; the
-# committed 1M-step rows of default DAPO made with them are labelled "dapo-v1" (in the main suite "dapo" is
-# today's defaults, which the 1M ablation "dapo-auto-lambda-epsV0.2" measured before they became defaults).
-DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear"]
+# DAPO's MuJoCo defaults until 1b65d3c (the SPEC's fixed lambda, eps_V 0.5 -> 0.3, advantage-weighted draws),
+# spelled out so the ablations, the robustness grid and the overlap check keep meaning what their committed rows
+# measured; committed 1M-step rows of default DAPO made with them are labelled "dapo-v1".  The defaults of
+# 1b65d3c..(next commit) are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled "dapo-v2"); today's, which
+# drop the draws on MuJoCo, are "dapo-grpo-settings" (the main suite's "dapo").
+DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
+           "--dynamic-sampling"]
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
     "dapo-no-decoupled": [*DAPO_V1, "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi

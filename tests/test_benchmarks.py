@@ -199,12 +199,17 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
             assert _variant_config(flags).algo in ("ppo", "grpo", "dapo"), name
 
 
-def test_mujoco_benchmark_dapo_v1_and_the_defaults_it_was_measured_against():
-    """The README's "current defaults" column is the dapo-auto-lambda-epsV0.2 ablation: its flags must resolve to
-    exactly what plain --algo dapo resolves to now, and dapo-v1 to the SPEC's lambda and eps_V schedule."""
+def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
+    """The main table's dapo column is the dapo-grpo-settings ablation and its dapo-v2 column the
+    dapo-auto-lambda-epsV0.2 one: their flags must resolve to exactly what plain --algo dapo resolves to now
+    (v2: with the draws on), and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
     from experiments.mujoco_benchmark import ABLATION, MAIN
-    assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == _variant_config(MAIN["dapo"])
+    today = _variant_config(MAIN["dapo"])
+    assert not today.dynamic_sampling
+    assert _variant_config(ABLATION["dapo-grpo-settings"]) == today
+    assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == dataclasses.replace(today, dynamic_sampling=True)
     v1 = _variant_config(ABLATION["dapo-v1"])
     assert (v1.auto_lambda, v1.eps_v_start, v1.eps_v_end, v1.eps_v_schedule) == (False, 0.5, 0.3, "linear")
-    assert v1 == dataclasses.replace(_variant_config(MAIN["dapo"]), auto_lambda=False, eps_v_start=0.5,
-                                     eps_v_schedule="linear")
+    assert v1 == dataclasses.replace(today, auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear",
+                                     dynamic_sampling=True)
+    assert not _variant_config(ABLATION["dapo-no-dynamic"]).dynamic_sampling  # the later flag wins
