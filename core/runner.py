@@ -32,6 +32,22 @@ def resolve_for_env(cfg: TrainConfig) -> TrainConfig:
     return resolve(cfg, family)
 
 
+def settings_line(cfg: TrainConfig) -> str:
+    """One line naming the settings the presets chose that change what the algorithm does, so nobody has to
+    open config.yaml to learn, e.g., that dapo on MuJoCo trains on uniform minibatches."""
+    lam = f"auto in [{cfg.lambda_min}, {cfg.lambda_max}]" if cfg.auto_lambda else f"{cfg.gae_lambda}"
+    parts = [f"GAE lambda {lam}"]
+    if cfg.algo == "dapo":
+        eps_v = (f"{cfg.eps_v_start}" if cfg.eps_v_schedule == "constant"
+                 else f"{cfg.eps_v_start} -> {cfg.eps_v_end} {cfg.eps_v_schedule}")
+        draws = (f"advantage-weighted {cfg.resampling} draws (T {cfg.temperature_mode} from {cfg.temperature_init})"
+                 if cfg.dynamic_sampling else "uniform (--dynamic-sampling for advantage-weighted draws)")
+        low, high = cfg.clip_eps_low or cfg.clip_eps, cfg.clip_eps_high or cfg.clip_eps
+        parts += [f"eps_pi {low}" if low == high else f"eps_pi low {low} / high {high}", f"eps_V {eps_v}",
+                  f"minibatches {draws}"]
+    return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)
+
+
 def default_run_dir(cfg: TrainConfig) -> Path:
     name = cfg.env.replace("/", "-")
     return Path("runs") / f"{name}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
@@ -91,6 +107,8 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     cfg = resolve_for_env(cfg)
     main = int(os.environ.get("RANK", "0")) == 0
     cfg, run_dir, checkpoint = start_run(cfg, resume, main)
+    if main:
+        print(settings_line(cfg), flush=True)
     trainer = Trainer(cfg, run_dir, checkpoint)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
     progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress and main)

@@ -24,3 +24,14 @@ def test_explicit_settings_override_the_mujoco_dapo_preset():
     assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling) == (True, 0.4, "constant", False)
     c = resolve(TrainConfig(algo="dapo", dynamic_sampling=True), "continuous")  # the draws back on MuJoCo
     assert (c.dynamic_sampling, c.auto_lambda, c.eps_v_start) == (True, True, 0.2)
+
+
+def test_the_run_start_line_names_the_preset_choices():
+    from core.runner import settings_line
+    line = settings_line(resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous"))
+    assert line == ("dapo on HalfCheetah-v5: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
+                    "minibatches uniform (--dynamic-sampling for advantage-weighted draws)")
+    line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
+    assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
+                    "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
+    assert settings_line(resolve(TrainConfig(algo="ppo"), "classic")) == "ppo on CartPole-v1: GAE lambda 0.8"
