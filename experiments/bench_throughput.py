@@ -50,6 +50,10 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
                                           num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap,
                                           backend=backend, compile=compile, numpy_acting=numpy_acting,
                                           numpy_update=numpy_update, progress=False,
+                                          # DAPO with its minibatch draws, as the committed rows measured it (on
+                                          # MuJoCo its default is uniform minibatches since 3f1c8c6; the draws
+                                          # are the costlier case)
+                                          dynamic_sampling=True if algo == "dapo" else None,
                                           tensorboard=False, eval_episodes=0, run_dir=run_dir))
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))

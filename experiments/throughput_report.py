@@ -88,7 +88,7 @@ def write_report(rows: list[dict], out: Path, command: str, machine: str, args) 
     if "ours ppo" in a and "ours dapo" in a:
         ppo_it, dapo_it = _median(a["ours ppo"], "iter_s"), _median(a["ours dapo"], "iter_s")
         overhead = dapo_it / ppo_it - 1
-        md += ["## (d) DAPO's per-iteration overhead over PPO", "",
+        md += ["## (d) DAPO's per-iteration overhead over PPO (DAPO with its minibatch draws)", "",
                f"Median iteration time: ppo {ppo_it:.3f}s, dapo {dapo_it:.3f}s: overhead {overhead:+.1%} "
                f"(target <= +15%: {'met' if overhead <= 0.15 else 'NOT met'}).", ""]
     write_results_md(out / "results.md", "\n".join(md))
