@@ -29,7 +29,7 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # DAPO's MuJoCo defaults until 1b65d3c (the SPEC's fixed lambda, eps_V 0.5 -> 0.3, advantage-weighted draws),
 # spelled out so the ablations, the robustness grid and the overlap check keep meaning what their committed rows
 # measured; committed 1M-step rows of default DAPO made with them are labelled "dapo-v1".  The defaults of
-# 1b65d3c..(next commit) are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled "dapo-v2"); today's, which
+# 1b65d3c..3f1c8c6 are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled "dapo-v2"); today's, which
 # drop the draws on MuJoCo, are "dapo-grpo-settings" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
            "--dynamic-sampling"]
