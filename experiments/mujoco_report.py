@@ -114,7 +114,7 @@ def _scores(rows: list[dict], envs, variant: str) -> dict[str, list[float]]:
     return out
 
 
-def _aggregate(rows: list[dict], envs, variants) -> list[str]:
+def aggregate_table(rows: list[dict], envs, variants) -> list[str]:
     """Across envs: IQM of min-max normalised returns (0 = the env's worst run in this table, 1 = its best)
     with a stratified-bootstrap 95% CI, and each variant's probability of improvement over the first."""
     per_variant = {v: _scores(rows, envs, v) for v in variants}
@@ -225,7 +225,7 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
     md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`{origin}", "",
           f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
           f"training episodes. Machine: {machine(with_load=False)}.{cells}"]
-    md += grid or _table(out, curve_rows, rows, envs, variants, total_steps) + _aggregate(rows, envs, variants)
+    md += grid or _table(out, curve_rows, rows, envs, variants, total_steps) + aggregate_table(rows, envs, variants)
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]

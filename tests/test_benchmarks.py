@@ -32,12 +32,33 @@ def test_mujoco_benchmark_tiny_sweep_and_resume(tmp_path):
 def test_mujoco_report_aggregate_by_hand():
     """env a: base 0, 10 and new 20 -> normalised base 0, .5 and new 1; env b: base 5, new 5, 15 -> base 0,
     new 0, 1.  IQM (3 values: plain mean) base 1/6, new 2/3; P(new > base) = (1 + (1/2 + 1)/2) / 2 = 7/8."""
-    from experiments.mujoco_report import _aggregate
+    from experiments.mujoco_report import aggregate_table
     data = [("a", "base", 0), ("a", "base", 10), ("a", "new", 20), ("b", "base", 5), ("b", "new", 5), ("b", "new", 15)]
-    md = "\n".join(_aggregate([{"env": e, "variant": v, "final_return_mean": x} for e, v, x in data], ["a", "b"],
-                              ["base", "new"]))
+    md = "\n".join(aggregate_table([{"env": e, "variant": v, "final_return_mean": x} for e, v, x in data], ["a", "b"],
+                                   ["base", "new"]))
     assert "| base | 0.17 [" in md and "| - | 3 |" in md
     assert "| new | 0.67 [" in md and "| 0.88 | 3 |" in md
+
+
+def test_crossenv_aggregate_reads_several_folders_and_refuses_conflicting_runs(tmp_path, capsys):
+    """The by-hand numbers above, with env a in one folder and env b in another; seed 9 and other budgets
+    and variants are filtered out; the same run with two different results is an error."""
+    from experiments import mujoco_crossenv
+    header = "env,variant,seed,total_steps,final_return_mean\n"
+    (tmp_path / "f1").mkdir(), (tmp_path / "f2").mkdir()
+    (tmp_path / "f1" / "results.csv").write_text(header + "a,base,1,1000,0\na,base,2,1000,10\na,new,1,1000,20\n"
+                                                 "a,new,9,1000,-50\na,new,3,500,-50\na,other,1,1000,-50\n")
+    (tmp_path / "f2" / "results.csv").write_text(header + "b,base,1,1000,5\nb,new,1,1000,5\nb,new,2,1000,15\n")
+    argv = ["--folders", str(tmp_path / "f1"), str(tmp_path / "f2"), "--variants", "base", "new", "--seeds", "1", "2",
+            "--envs", "a", "b", "--total-steps", "1000"]
+    mujoco_crossenv.main(argv)
+    md = capsys.readouterr().out
+    assert "| base | 0.17 [" in md and "| - | 3 |" in md
+    assert "| new | 0.67 [" in md and "| 0.88 | 3 |" in md
+    (tmp_path / "f3").mkdir()
+    (tmp_path / "f3" / "results.csv").write_text(header + "b,new,2,1000,16\n")
+    with pytest.raises(SystemExit, match="two different results"):
+        mujoco_crossenv.main([*argv, "--folders", str(tmp_path / "f2"), str(tmp_path / "f3")])
 
 
 def test_mujoco_report_robustness_grid_by_hand():
