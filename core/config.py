@@ -276,6 +276,11 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
     return out
 
 
+def policy_clip(c: TrainConfig) -> tuple[float, float]:
+    """(eps_low, eps_high) of the policy clip before any health remedy; each side defaults to clip_eps."""
+    return c.clip_eps_low or c.clip_eps, c.clip_eps_high or c.clip_eps
+
+
 def _require(ok: bool, msg: str) -> None:
     if not ok:
         raise ConfigError(msg)

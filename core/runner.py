@@ -12,7 +12,7 @@ import gymnasium as gym
 
 from core.checkpoint import atomic_write, load_checkpoint, write_json
 from core.cli_config import write_yaml_config
-from core.config import ConfigError, RunInterrupted, TrainConfig, resolve
+from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip, resolve
 from core.envs import check_env_id, env_family
 from core.evaluation import evaluate, mean_std
 from core.logging import MetricLogger, Progress
@@ -42,7 +42,7 @@ def settings_line(cfg: TrainConfig) -> str:
                  else f"{cfg.eps_v_start} -> {cfg.eps_v_end} {cfg.eps_v_schedule}")
         draws = (f"advantage-weighted {cfg.resampling} draws (T {cfg.temperature_mode} from {cfg.temperature_init})"
                  if cfg.dynamic_sampling else "uniform (--dynamic-sampling for advantage-weighted draws)")
-        low, high = cfg.clip_eps_low or cfg.clip_eps, cfg.clip_eps_high or cfg.clip_eps
+        low, high = policy_clip(cfg)
         parts += [f"eps_pi {low}" if low == high else f"eps_pi low {low} / high {high}", f"eps_V {eps_v}",
                   f"minibatches {draws}"]
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)

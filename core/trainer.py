@@ -22,7 +22,7 @@ from core.backends import make_backend
 from core.checkpoint import save_checkpoint
 from core.collector_process import CollectorProcess, WorkerSpec
 from core.compile import maybe_compile
-from core.config import ConfigError, TrainConfig
+from core.config import ConfigError, TrainConfig, policy_clip
 from core.distributed import Distributed
 from core.envs import ObsNormalizer, RewardScaler
 from core.health import (
@@ -135,8 +135,7 @@ class Trainer:
     def clip_ranges(self) -> tuple[float, float, Optional[float]]:
         """(eps_low, eps_high, eps_V or None) at the current progress, including health remedies."""
         c, progress = self.cfg, self.global_step / self.cfg.total_steps
-        low = min((c.clip_eps_low or c.clip_eps) * self.eps_pi_scale, EPS_PI_MAX)
-        high = min((c.clip_eps_high or c.clip_eps) * self.eps_pi_scale, EPS_PI_MAX)
+        low, high = (min(eps * self.eps_pi_scale, EPS_PI_MAX) for eps in policy_clip(c))
         if not c.clip_value:
             return low, high, None
         if not c.separate_optimizers:  # grpo: one clip range for policy and value
