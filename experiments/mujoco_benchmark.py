@@ -33,6 +33,8 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # drop the draws on MuJoCo, are "dapo-grpo-settings" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
            "--dynamic-sampling"]
+# today's MuJoCo defaults (3f1c8c6 on), spelled out from DAPO_V1 for the same reason
+DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
     "dapo-no-decoupled": [*DAPO_V1, "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
@@ -48,8 +50,10 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     "dapo-no-dynamic-auto-lambda": [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda"],
     # GRPO's value clip, lambda rule and uniform minibatches on DAPO's decoupled optimisers: all that still
     # differs from grpo is that each network's gradient is norm-clipped on its own and the health monitors
-    "dapo-grpo-settings": [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2",
-                           "--eps-v-schedule", "constant"],
+    "dapo-grpo-settings": DAPO_V3,
+    # DAPO's clip-higher (eps_high 0.28 > eps_low 0.2: more room to raise good actions' probability) on today's
+    # defaults, the one DAPO mechanism GRPO lacks that the uniform minibatches leave in play
+    "dapo-grpo-settings-clip-higher": [*DAPO_V3, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
     # the same value clip and lambda rule with DAPO's draws kept (a lower lambda leans on the critic more)
     "dapo-auto-lambda-epsV0.2": [*DAPO_V1, "--auto-lambda", "--eps-v-start", "0.2",
                                  "--eps-v-schedule", "constant"],

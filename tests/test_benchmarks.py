@@ -234,3 +234,5 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert v1 == dataclasses.replace(today, auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear",
                                      dynamic_sampling=True)
     assert not _variant_config(ABLATION["dapo-no-dynamic"]).dynamic_sampling  # the later flag wins
+    higher = _variant_config(ABLATION["dapo-grpo-settings-clip-higher"])
+    assert higher == dataclasses.replace(today, clip_eps_low=0.2, clip_eps_high=0.28)
