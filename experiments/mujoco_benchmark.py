@@ -54,8 +54,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # DAPO's clip-higher (eps_high 0.28 > eps_low 0.2: more room to raise good actions' probability) on today's
     # defaults, the one DAPO mechanism GRPO lacks that the uniform minibatches leave in play
     "dapo-grpo-settings-clip-higher": [*DAPO_V3, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
-    # an entropy bonus on today's defaults: HalfCheetah runs that find the fast gait still have entropy 3.2-4.1 at
-    # 300k steps, the others 1.2-2.1 (main table, 1M); 0.01 lost at 300k (ablation_entropy/), too early to show it
+    # an entropy bonus on today's defaults: HalfCheetah's fast-gait runs (main table, 1M) kept more entropy at 300k
+    # steps (3.2-4.1) than most others (1.2-2.7); 0.01 lost at 300k (ablation_entropy/), too early to show a gait
     "dapo-grpo-settings-ent0.005": [*DAPO_V3, "--ent-coef", "0.005"],
     # the same value clip and lambda rule with DAPO's draws kept (a lower lambda leans on the critic more)
     "dapo-auto-lambda-epsV0.2": [*DAPO_V1, "--auto-lambda", "--eps-v-start", "0.2",
