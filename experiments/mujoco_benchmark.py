@@ -52,7 +52,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # differs from grpo is that each network's gradient is norm-clipped on its own and the health monitors
     "dapo-grpo-settings": DAPO_V3,
     # DAPO's clip-higher (eps_high 0.28 > eps_low 0.2: more room to raise good actions' probability) on today's
-    # defaults, the one DAPO mechanism GRPO lacks that the uniform minibatches leave in play
+    # defaults; unlike the temperature and importance correction it acts without the draws
     "dapo-grpo-settings-clip-higher": [*DAPO_V3, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
     # an entropy bonus on today's defaults: HalfCheetah's fast-gait runs (main table, 1M) kept more entropy at 300k
     # steps (3.2-4.1) than most others (1.2-2.7); 0.01 lost at 300k (ablation_entropy/), too early to show a gait
