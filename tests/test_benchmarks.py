@@ -236,3 +236,4 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert not _variant_config(ABLATION["dapo-no-dynamic"]).dynamic_sampling  # the later flag wins
     higher = _variant_config(ABLATION["dapo-grpo-settings-clip-higher"])
     assert higher == dataclasses.replace(today, clip_eps_low=0.2, clip_eps_high=0.28)
+    assert _variant_config(ABLATION["dapo-grpo-settings-ent0.005"]) == dataclasses.replace(today, ent_coef=0.005)
