@@ -237,3 +237,5 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     higher = _variant_config(ABLATION["dapo-grpo-settings-clip-higher"])
     assert higher == dataclasses.replace(today, clip_eps_low=0.2, clip_eps_high=0.28)
     assert _variant_config(ABLATION["dapo-grpo-settings-ent0.005"]) == dataclasses.replace(today, ent_coef=0.005)
+    assert _variant_config(ABLATION["dapo-grpo-settings-importance"]) == dataclasses.replace(
+        today, dynamic_sampling=True, importance_correction=True)
