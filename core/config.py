@@ -132,6 +132,8 @@ class TrainConfig:
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and critic MLPs (Atari uses the Nature-DQN CNN instead)."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy for Box actions (0: std 1, CleanRL's)."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -340,6 +342,7 @@ def validate(c: TrainConfig) -> None:
     _require(c.lambda_min <= c.lambda_max,
              f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
     _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
+    _require(-20 <= c.log_std_init <= 2, f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "

@@ -130,12 +130,13 @@ class CategoricalActor(nn.Module):
 
 
 class GaussianActor(nn.Module):
-    """Box actions: diagonal Gaussian, MLP mean and state-independent log-std. obs ``(B, D)``."""
+    """Box actions: diagonal Gaussian, MLP mean and state-independent log-std (initially ``log_std_init``
+    for every action dimension). obs ``(B, D)``."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int]):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], log_std_init: float = 0.0):
         super().__init__()
         self.net = mlp(obs_dim, hidden, act_dim, out_gain=0.01)
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
 
     def distribution(self, obs: Tensor) -> Distribution:
         mean = self.net(obs)
@@ -192,9 +193,9 @@ class SharedEncoderCritic(nn.Module):
 
 
 def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
-                   bf16: bool = False) -> tuple[nn.Module, nn.Module]:
+                   bf16: bool = False, log_std_init: float = 0.0) -> tuple[nn.Module, nn.Module]:
     """Actor and critic for the spaces.  Flat observations: separate MLPs (DAPO's decoupled optimisers
-    act on them).  Image observations ``(C, H, W)``: one Nature-DQN encoder owned by the actor, with a
+    act on them; Box actions start with log-std ``log_std_init``).  Image observations ``(C, H, W)``: one Nature-DQN encoder owned by the actor, with a
     policy head and a value head (:class:`SharedEncoderCritic`)."""
     obs_dim = int(np.prod(obs_space.shape))
     if len(obs_space.shape) == 3:
@@ -206,4 +207,4 @@ def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[
         return actor, SharedEncoderCritic(encoder, orthogonal_init(nn.Linear(512, 1), 1.0))
     if isinstance(act_space, gym.spaces.Discrete):
         return CategoricalActor(obs_dim, int(act_space.n), hidden), Critic(obs_dim, hidden)
-    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden), Critic(obs_dim, hidden)
+    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init), Critic(obs_dim, hidden)

@@ -75,7 +75,8 @@ class Trainer:
         seed_everything(seed)
         self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16")
+        actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
+                                       cfg.log_std_init)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly

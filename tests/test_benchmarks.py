@@ -239,3 +239,4 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert _variant_config(ABLATION["dapo-grpo-settings-ent0.005"]) == dataclasses.replace(today, ent_coef=0.005)
     assert _variant_config(ABLATION["dapo-grpo-settings-importance"]) == dataclasses.replace(
         today, dynamic_sampling=True, importance_correction=True)
+    assert _variant_config(ABLATION["dapo-grpo-settings-logstd-1"]) == dataclasses.replace(today, log_std_init=-1.0)

@@ -1,5 +1,7 @@
 """The actors' written-out log-probabilities and entropies equal torch.distributions'; the input-layer
 refit keeps a restored policy the same function of the raw observation."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -62,3 +64,14 @@ def test_refit_input_layer_keeps_the_policy_a_function_of_the_raw_observation():
     assert torch.allclose(actor.mode(torch.as_tensor(current(raw))), before, atol=1e-5)
     with pytest.raises(ValueError, match="do not match"):
         refit_input_layer(input_layer(actor), (np.zeros(3), np.ones(3)), (np.zeros(3), np.ones(3)))
+
+
+def test_gaussian_log_std_init_sets_the_initial_action_noise():
+    """log_std_init -1: every dimension starts at std e^-1 = 0.368 (the sample std of 20000 draws agrees to 2%)."""
+    torch.manual_seed(0)
+    actor = GaussianActor(5, 3, (8,), log_std_init=-1.0)
+    assert torch.equal(actor.log_std.detach(), torch.full((3,), -1.0))
+    obs = torch.zeros(20000, 5)
+    action, _ = actor.sample(obs)
+    noise_std = (action - actor.mode(obs)).std(0)
+    assert torch.allclose(noise_std, torch.full((3,), math.exp(-1.0)), rtol=0.02)

@@ -208,3 +208,11 @@ def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, sma
     t._watch_health([(12.0, 12), (12.0, 12)], 1.0)  # collapse -> restore
     assert t.health_counts["policy_collapse"] == 1
     assert torch.allclose(t.actor.mode(torch.as_tensor(t.obs_norm(raw))), best, atol=1e-5)
+
+
+def test_log_std_init_reaches_the_trainers_gaussian_actor(tmp_path, small_config):
+    cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=2, log_std_init=-0.5)
+    t = Trainer(cfg, tmp_path)
+    assert torch.equal(t.actor.log_std.detach(), torch.full((1,), -0.5))
+    with pytest.raises(ConfigError, match="--log-std-init"):
+        small_config(tmp_path, env="Pendulum-v1", num_envs=2, log_std_init=5.0)
