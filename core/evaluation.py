@@ -42,10 +42,8 @@ def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episo
     return returns
 
 
-def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: Optional[bool] = None) -> list[float]:
-    """Load ``run_dir``'s config and checkpoint and evaluate its actor (``deterministic`` defaults to
-    the run's ``eval_deterministic``)."""
+def load_run_policy(run_dir: Path, device: str = "cpu") -> tuple[TrainConfig, torch.nn.Module, ObsNormalizer]:
+    """``run_dir``'s config, its checkpoint's actor (on ``device``) and observation normaliser."""
     from core.cli_config import load_run_config
     from core.networks import build_networks
     from core.trainer import pick_device
@@ -53,18 +51,25 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
     cfg: TrainConfig = load_run_config(Path(run_dir))
     validate(cfg)
     state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
-    dev = pick_device(device)
-    envs = evaluation_envs(cfg.env, seed)
+    envs = evaluation_envs(cfg.env, 0)
     actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes,
                               cfg.precision == "bf16")
-    actor = actor.to(dev)
+    actor = actor.to(pick_device(device))
     actor.load_state_dict(state["actor"])
     obs_norm = ObsNormalizer(envs.single_observation_space.shape, cfg.norm_obs)
     obs_norm.load_state_dict(state["obs_norm"])
     envs.close()
+    return cfg, actor, obs_norm
+
+
+def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
+                 deterministic: Optional[bool] = None) -> list[float]:
+    """Load ``run_dir``'s config and checkpoint and evaluate its actor (``deterministic`` defaults to
+    the run's ``eval_deterministic``)."""
+    cfg, actor, obs_norm = load_run_policy(run_dir, device)
     if deterministic is None:
         deterministic = cfg.eval_deterministic is not False
-    return evaluate(cfg.env, actor, obs_norm, episodes, seed, dev, deterministic)
+    return evaluate(cfg.env, actor, obs_norm, episodes, seed, next(actor.parameters()).device, deterministic)
 
 
 def mean_std(x: list[float]) -> tuple[float, float]:

@@ -240,3 +240,32 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert _variant_config(ABLATION["dapo-grpo-settings-importance"]) == dataclasses.replace(
         today, dynamic_sampling=True, importance_correction=True)
     assert _variant_config(ABLATION["dapo-grpo-settings-logstd-1"]) == dataclasses.replace(today, log_std_init=-1.0)
+
+
+def test_halfcheetah_posture_by_hand_and_end_to_end(tmp_path, small_config):
+    """cos(rooty) < 0 marks the torso upside down: angles (0, pi, 3, -3, 1.5) are flipped in 3 of 5 steps.
+    End to end on a 1024-step HalfCheetah run laid out like the benchmark's: one row, a share in [0, 1]
+    consistent with its label, the count table; runs of another env and empty folders are refused by name."""
+    import numpy as np
+
+    from core.runner import run_experiment
+    from experiments import halfcheetah_posture as hp
+
+    obs = np.zeros((5, 17))
+    obs[:, 1] = [0.0, np.pi, 3.0, -3.0, 1.5]
+    assert hp.flipped_share(obs) == pytest.approx(0.6)
+
+    runs = tmp_path / "runs"
+    run_experiment(small_config(runs / "main" / "HalfCheetah-v5" / "dapo" / "s1", env="HalfCheetah-v5", num_envs=1,
+                                num_steps=512, total_steps=1024))
+    hp.main(["--runs-dir", str(runs), "--out", str(tmp_path / "out")])
+    (row,) = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
+    share = float(row["flipped_share"])
+    assert 0 <= share <= 1 and row["posture"] == ("flipped" if share > 0.5 else "upright") and row["seed"] == "1"
+    assert "| main | dapo | 1 |" in (tmp_path / "out" / "results.md").read_text()
+    with pytest.raises(SystemExit, match="no finished HalfCheetah-v5 runs"):
+        hp.main(["--runs-dir", str(runs), "--suites", "ablation", "--out", str(tmp_path / "out")])
+    other = runs / "main" / "HalfCheetah-v5" / "ppo" / "s1"
+    run_experiment(small_config(other, env="Pendulum-v1", num_envs=1, num_steps=128, total_steps=256))
+    with pytest.raises(SystemExit, match="trained on Pendulum-v1"):
+        hp.main(["--runs-dir", str(runs), "--out", str(tmp_path / "out")])
