@@ -64,6 +64,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # ends near 1800 runs flipped on its back (torso angle ~pi in all its evaluation steps), the 3000+ runs upright
     "dapo-grpo-settings-logstd-1": [*DAPO_V3, "--log-std-init", "-1"],
     "dapo-grpo-settings-logstd-0.5": [*DAPO_V3, "--log-std-init", "-0.5"],
+    # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
+    "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
+    "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],
     # the same value clip and lambda rule with DAPO's draws kept (a lower lambda leans on the critic more)
     "dapo-auto-lambda-epsV0.2": [*DAPO_V1, "--auto-lambda", "--eps-v-start", "0.2",
                                  "--eps-v-schedule", "constant"],
