@@ -132,8 +132,10 @@ class TrainConfig:
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and critic MLPs (Atari uses the Nature-DQN CNN instead)."""
-    log_std_init: float = 0.0
-    """Initial log standard deviation of the Gaussian policy for Box actions (0: std 1, CleanRL's)."""
+    log_std_init: Optional[float] = None
+    """Initial log standard deviation of the Gaussian policy for Box actions (preset: 0, i.e. std 1, CleanRL's;
+    -1 for dapo on MuJoCo, where a smaller initial action noise keeps HalfCheetah from learning to run on its
+    back; see README "Why DAPO on MuJoCo starts with less action noise")."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -221,15 +223,16 @@ class TrainConfig:
 
 # Env-family presets: "classic" follows the RL-Zoo CartPole tuning, "continuous" CleanRL's MuJoCo PPO,
 # "atari" CleanRL's ppo_atari (rewards sign-clipped by the env, so no reward scaling).
-_COMMON = dict(backend="sync", clip_eps=0.2, ent_coef=0.0, eval_deterministic=True, precision="fp32")
+_COMMON = dict(backend="sync", clip_eps=0.2, ent_coef=0.0, eval_deterministic=True, precision="fp32",
+               log_std_init=0.0)
 ENV_PRESETS = {
     "classic": dict(_COMMON, num_envs=8, num_steps=32, norm_obs=False, norm_reward=False, gamma=0.98,
                     gae_lambda=0.8, num_epochs=20, num_minibatches=1, lr=1e-3),
     "continuous": dict(_COMMON, num_envs=1, num_steps=2048, norm_obs=True, norm_reward=True, gamma=0.99,
                        gae_lambda=0.95, num_epochs=10, num_minibatches=32, lr=3e-4),
-    "atari": dict(backend="envpool", precision="auto", clip_eps=0.1, ent_coef=0.01, eval_deterministic=False, num_envs=8,
-                  num_steps=128, norm_obs=False, norm_reward=False, gamma=0.99, gae_lambda=0.95,
-                  num_epochs=4, num_minibatches=4, lr=2.5e-4),
+    "atari": dict(backend="envpool", precision="auto", clip_eps=0.1, ent_coef=0.01, eval_deterministic=False,
+                  log_std_init=0.0, num_envs=8, num_steps=128, norm_obs=False, norm_reward=False, gamma=0.99,
+                  gae_lambda=0.95, num_epochs=4, num_minibatches=4, lr=2.5e-4),
 }
 ALGO_PRESETS = {
     "ppo": dict(auto_lambda=False, separate_optimizers=False, clip_value=False, dynamic_sampling=False,
@@ -342,7 +345,7 @@ def validate(c: TrainConfig) -> None:
     _require(c.lambda_min <= c.lambda_max,
              f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
     _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
-    _require(-20 <= c.log_std_init <= 2, f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")
+    _require(c.log_std_init is None or -20 <= c.log_std_init <= 2, f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "
