@@ -221,25 +221,31 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
 
 
 def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
-    """The main table's dapo column is the dapo-grpo-settings ablation and its dapo-v2 column the
-    dapo-auto-lambda-epsV0.2 one: their flags must resolve to exactly what plain --algo dapo resolves to now
-    (v2: with the draws on), and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
+    """The main table's dapo column is the dapo-grpo-settings-logstd-1 ablation, its dapo-v3 column the
+    dapo-grpo-settings one and its dapo-v2 column dapo-auto-lambda-epsV0.2: their flags must resolve to exactly
+    what plain --algo dapo resolves to now (v3: with CleanRL's initial action std 1; v2: that and the draws on),
+    and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
     from experiments.mujoco_benchmark import ABLATION, MAIN
     today = _variant_config(MAIN["dapo"])
-    assert not today.dynamic_sampling
-    assert _variant_config(ABLATION["dapo-grpo-settings"]) == today
-    assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == dataclasses.replace(today, dynamic_sampling=True)
+    assert not today.dynamic_sampling and today.log_std_init == -1.0
+    assert _variant_config(ABLATION["dapo-grpo-settings-logstd-1"]) == today
+    v3 = _variant_config(ABLATION["dapo-grpo-settings"])
+    assert v3 == dataclasses.replace(today, log_std_init=0.0)
+    assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == dataclasses.replace(v3, dynamic_sampling=True)
     v1 = _variant_config(ABLATION["dapo-v1"])
     assert (v1.auto_lambda, v1.eps_v_start, v1.eps_v_end, v1.eps_v_schedule) == (False, 0.5, 0.3, "linear")
-    assert v1 == dataclasses.replace(today, auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear",
+    assert v1 == dataclasses.replace(v3, auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear",
                                      dynamic_sampling=True)
     assert not _variant_config(ABLATION["dapo-no-dynamic"]).dynamic_sampling  # the later flag wins
     higher = _variant_config(ABLATION["dapo-grpo-settings-clip-higher"])
-    assert higher == dataclasses.replace(today, clip_eps_low=0.2, clip_eps_high=0.28)
-    assert _variant_config(ABLATION["dapo-grpo-settings-ent0.005"]) == dataclasses.replace(today, ent_coef=0.005)
+    assert higher == dataclasses.replace(v3, clip_eps_low=0.2, clip_eps_high=0.28)
+    assert _variant_config(ABLATION["dapo-grpo-settings-ent0.005"]) == dataclasses.replace(v3, ent_coef=0.005)
     assert _variant_config(ABLATION["dapo-grpo-settings-importance"]) == dataclasses.replace(
-        today, dynamic_sampling=True, importance_correction=True)
-    assert _variant_config(ABLATION["dapo-grpo-settings-logstd-1"]) == dataclasses.replace(today, log_std_init=-1.0)
+        v3, dynamic_sampling=True, importance_correction=True)
+    assert _variant_config(ABLATION["dapo-grpo-settings-logstd-0.5"]) == dataclasses.replace(v3, log_std_init=-0.5)
+    for algo in ("grpo", "ppo"):  # the baselines with DAPO's initial noise differ from the main columns by it alone
+        assert _variant_config(ABLATION[f"{algo}-logstd-1"]) == dataclasses.replace(
+            _variant_config(MAIN[algo]), log_std_init=-1.0)
 
 
 def test_halfcheetah_posture_by_hand_and_end_to_end(tmp_path, small_config):

@@ -4,17 +4,18 @@ import pytest
 from core.config import TrainConfig, resolve
 
 
-@pytest.mark.parametrize("family, algo, auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling", [
-    ("continuous", "dapo", True, 0.2, "constant", False),  # chosen by the 1M MuJoCo benchmark (issue #4)
-    ("classic", "dapo", False, 0.5, "linear", True),  # elsewhere the SPEC's fixed lambda, eps_V 0.5 -> 0.3, draws
-    ("atari", "dapo", False, 0.5, "linear", True),
-    ("continuous", "grpo", True, 0.5, "linear", False),  # grpo clips the value with clip_eps; eps_V is unused
-    ("continuous", "ppo", False, 0.5, "linear", False),
+@pytest.mark.parametrize("family, algo, auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling, log_std_init", [
+    ("continuous", "dapo", True, 0.2, "constant", False, -1.0),  # chosen by the 1M MuJoCo benchmark (issue #4)
+    ("classic", "dapo", False, 0.5, "linear", True, 0.0),  # elsewhere the SPEC's fixed lambda, eps_V 0.5 -> 0.3, draws
+    ("atari", "dapo", False, 0.5, "linear", True, 0.0),
+    ("continuous", "grpo", True, 0.5, "linear", False, 0.0),  # grpo clips the value with clip_eps; eps_V is unused
+    ("continuous", "ppo", False, 0.5, "linear", False, 0.0),  # the baselines keep CleanRL's initial std 1
 ])
-def test_family_and_algorithm_presets(family, algo, auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling):
+def test_family_and_algorithm_presets(family, algo, auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling,
+                                      log_std_init):
     c = resolve(TrainConfig(algo=algo), family)
-    assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling) == (
-        auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling)
+    assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling, c.log_std_init) == (
+        auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling, log_std_init)
 
 
 def test_explicit_settings_override_the_mujoco_dapo_preset():
@@ -24,13 +25,16 @@ def test_explicit_settings_override_the_mujoco_dapo_preset():
     assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling) == (True, 0.4, "constant", False)
     c = resolve(TrainConfig(algo="dapo", dynamic_sampling=True), "continuous")  # the draws back on MuJoCo
     assert (c.dynamic_sampling, c.auto_lambda, c.eps_v_start) == (True, True, 0.2)
+    c = resolve(TrainConfig(algo="dapo", log_std_init=0.0), "continuous")  # CleanRL's initial noise back
+    assert (c.log_std_init, c.auto_lambda) == (0.0, True)
 
 
 def test_the_run_start_line_names_the_preset_choices():
     from core.runner import settings_line
     line = settings_line(resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous"))
     assert line == ("dapo on HalfCheetah-v5: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
-                    "minibatches uniform (--dynamic-sampling for advantage-weighted draws)")
+                    "minibatches uniform (--dynamic-sampling for advantage-weighted draws); "
+                    "initial action log-std -1.0 (std 0.37)")
     line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
