@@ -30,12 +30,12 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # CleanRL's initial action std 1), spelled out so the ablations, the robustness grid and the overlap check keep
 # meaning what their committed rows measured; committed 1M-step rows of default DAPO made with them are labelled
 # "dapo-v1".  The defaults of 1b65d3c..3f1c8c6 are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled
-# "dapo-v2"); those of 3f1c8c6..LOGSTD_COMMIT, which drop the draws on MuJoCo, are "dapo-grpo-settings" (rows
+# "dapo-v2"); those of 3f1c8c6..11d9224, which drop the draws on MuJoCo, are "dapo-grpo-settings" (rows
 # labelled "dapo-v3"); today's, which also start with less action noise, are "dapo-grpo-settings-logstd-1"
 # (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
            "--dynamic-sampling", "--log-std-init", "0"]
-# the MuJoCo defaults of 3f1c8c6..LOGSTD_COMMIT, spelled out from DAPO_V1 for the same reason
+# the MuJoCo defaults of 3f1c8c6..11d9224, spelled out from DAPO_V1 for the same reason
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
@@ -64,7 +64,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     "dapo-grpo-settings-importance": [*DAPO_V3, "--dynamic-sampling", "--importance-correction"],
     # a smaller initial action noise (std e^-1, e^-0.5 instead of 1) on the dapo-v3 defaults: every HalfCheetah run
     # that ends near 1800 runs flipped on its back (torso angle ~pi in all its evaluation steps), the 3000+ runs
-    # upright (experiments/halfcheetah_posture.py); e^-1 is DAPO's MuJoCo default since LOGSTD_COMMIT
+    # upright (experiments/halfcheetah_posture.py); e^-1 is DAPO's MuJoCo default since 11d9224
     "dapo-grpo-settings-logstd-1": [*DAPO_V3, "--log-std-init", "-1"],
     "dapo-grpo-settings-logstd-0.5": [*DAPO_V3, "--log-std-init", "-0.5"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
