@@ -65,8 +65,9 @@ def _local_curves(runs: Path, rows: list[dict], total_steps: int) -> list[dict]:
 
 
 def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variants, total_steps: int) -> None:
-    """curves_<env>.png: mean +- std over seeds per variant.  Left as it is (with a message) when a run in
-    the table has no curve, e.g. one committed before curves.csv existed."""
+    """curves_<env>.png: mean +- std over seeds per variant, over the runs that have a stored curve; a run
+    committed before curves.csv existed has none, and the legend then says how many of the variant's runs
+    are drawn ("n=5 of 10")."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,11 +77,11 @@ def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variant
     for c in curve_rows:
         if c["env"] == env:
             points.setdefault((c["variant"], c["seed"]), []).append((c["step"], c["ep_return"]))
+    in_table = {v: sum(r["env"] == env and r["variant"] == v for r in rows) for v in variants}
     missing = [f"{r['variant']}/s{r['seed']}" for r in rows
                if r["env"] == env and (r["variant"], r["seed"]) not in points]
     if missing:
-        print(f"curves_{env}.png not redrawn: no learning curve for {', '.join(missing)}")
-        return
+        print(f"curves_{env}.png: no stored learning curve for {', '.join(missing)} (drawn without them)")
     grid = np.linspace(0, total_steps, CURVE_POINTS)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for v in variants:
@@ -91,7 +92,8 @@ def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variant
         with warnings.catch_warnings():  # grid points before a run's first full window are all-NaN
             warnings.simplefilter("ignore", RuntimeWarning)
             mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0)
-        ax.plot(grid, mean, label=f"{v} (n={len(curves)})")
+        drawn = f"n={len(curves)}" + (f" of {in_table[v]}" if in_table[v] > len(curves) else "")
+        ax.plot(grid, mean, label=f"{v} ({drawn})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episode return (10-update mean)")

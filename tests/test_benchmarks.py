@@ -125,6 +125,24 @@ def test_mujoco_report_keeps_committed_runs_and_refuses_other_budgets(tmp_path):
         write_report(out, second, ["E-v5"], ["dapo"], [2, 3], 300000, "sweep 3")
 
 
+def test_mujoco_report_draws_curves_without_runs_that_have_none(tmp_path, capsys):
+    """A committed run without a stored curve (one made before curves.csv existed) no longer blocks the plot:
+    the others are drawn and the missing one is named."""
+    from experiments.mujoco_report import write_report
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    for seed, final in ((1, 100.0), (2, 300.0)):
+        _fake_run(runs, "E-v5", "dapo", seed, final)
+    write_report(out, runs, ["E-v5"], ["dapo"], [1, 2], 1000, "sweep 1")
+    lines = (out / "curves.csv").read_text().splitlines()
+    (out / "curves.csv").write_text("\n".join(x for x in lines if ",dapo,1," not in x) + "\n")
+    (out / "curves_E-v5.png").unlink()
+    write_report(out, tmp_path / "empty", ["E-v5"], ["dapo"], [1, 2], 1000, "report only")
+    assert "| E-v5 | 200 +- 100 (2)" in (out / "results.md").read_text()
+    assert (out / "curves_E-v5.png").exists()
+    assert "no stored learning curve for dapo/s1 (drawn without them)" in capsys.readouterr().out
+
+
 def test_throughput_peers_filter_keeps_named_runs_and_raw_stepping():
     from experiments.bench_throughput import plan
 
