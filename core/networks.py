@@ -195,8 +195,8 @@ class SharedEncoderCritic(nn.Module):
 def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
                    bf16: bool = False, log_std_init: float = 0.0) -> tuple[nn.Module, nn.Module]:
     """Actor and critic for the spaces.  Flat observations: separate MLPs (DAPO's decoupled optimisers
-    act on them; Box actions start with log-std ``log_std_init``).  Image observations ``(C, H, W)``: one Nature-DQN encoder owned by the actor, with a
-    policy head and a value head (:class:`SharedEncoderCritic`)."""
+    act on them; Box actions start with log-std ``log_std_init``).  Image observations ``(C, H, W)``: one
+    Nature-DQN encoder owned by the actor, with a policy head and a value head (:class:`SharedEncoderCritic`)."""
     obs_dim = int(np.prod(obs_space.shape))
     if len(obs_space.shape) == 3:
         if not isinstance(act_space, gym.spaces.Discrete):

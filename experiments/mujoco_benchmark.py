@@ -53,14 +53,14 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # GRPO's value clip, lambda rule and uniform minibatches on DAPO's decoupled optimisers: all that still
     # differs from grpo is that each network's gradient is norm-clipped on its own and the health monitors
     "dapo-grpo-settings": DAPO_V3,
-    # DAPO's clip-higher (eps_high 0.28 > eps_low 0.2: more room to raise good actions' probability) on today's
+    # DAPO's clip-higher (eps_high 0.28 > eps_low 0.2: more room to raise good actions' probability) on the dapo-v3
     # defaults; unlike the temperature and importance correction it acts without the draws
     "dapo-grpo-settings-clip-higher": [*DAPO_V3, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
-    # an entropy bonus on today's defaults: HalfCheetah's fast-gait runs (main table, 1M) kept more entropy at 300k
+    # an entropy bonus on the dapo-v3 defaults: HalfCheetah's fast-gait runs (main table, 1M) kept more entropy at 300k
     # steps (3.2-4.1) than most others (1.2-2.7); 0.01 lost at 300k (ablation_entropy/), too early to show a gait
     "dapo-grpo-settings-ent0.005": [*DAPO_V3, "--ent-coef", "0.005"],
-    # DAPO's advantage-weighted draws back on today's defaults, with the 1/(N p_i) correction that made them the best
-    # HalfCheetah variant on the SPEC's settings (dapo-importance: 2812 +- 1378 vs 1949 +- 335, 5 seeds)
+    # DAPO's advantage-weighted draws back on the dapo-v3 defaults, with the 1/(N p_i) correction that made them the
+    # best HalfCheetah variant on the SPEC's settings (dapo-importance: 2812 +- 1378 vs 1949 +- 335, 5 seeds)
     "dapo-grpo-settings-importance": [*DAPO_V3, "--dynamic-sampling", "--importance-correction"],
     # a smaller initial action noise (std e^-1, e^-0.5 instead of 1) on the dapo-v3 defaults: every HalfCheetah run
     # that ends near 1800 runs flipped on its back (torso angle ~pi in all its evaluation steps), the 3000+ runs
