@@ -251,9 +251,9 @@ ALGO_PRESETS = {
 # cross-env IQM of the DAPO configurations run on all four envs.  README "What DAPO adds" has the numbers.
 # `--dynamic-sampling` turns the draws back on; other env families keep the SPEC's settings.
 # And an initial action std of e^-1 in place of CleanRL's 1: with std 1, 7 of 10 HalfCheetah runs learned to run
-# on their back (~1800) instead of upright (3000+); with e^-1 none of 5 did (5830 vs 2411), and Humanoid and Ant
-# rose too (1063 vs 745, 1515 vs 789; P 0.88, 0.86), Walker2d fell (3257 vs 3677, P 0.32); 5 seeds against the
-# 10 of the std-1 defaults.  GRPO and PPO gain as much from it (HalfCheetah), so it is not a DAPO mechanism; the
+# on their back (~1800) instead of upright (3000+); with e^-1 none of 10 did (6017 vs 2411), and Humanoid and Ant
+# rose too (1063 vs 745, 1515 vs 789; P 0.88, 0.86; 5 seeds), Walker2d fell (3097 vs 3677, P 0.24); the std-1
+# defaults had 10 seeds on each env.  GRPO and PPO gain as much from it (HalfCheetah), so it is not a DAPO mechanism; the
 # baselines keep CleanRL's std 1 to stay comparable with published numbers.
 FAMILY_ALGO_PRESETS = {("continuous", "dapo"): dict(auto_lambda=True, eps_v_start=0.2, eps_v_schedule="constant",
                                                     dynamic_sampling=False, log_std_init=-1.0)}
