@@ -37,6 +37,8 @@ DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-
            "--dynamic-sampling", "--log-std-init", "0"]
 # the MuJoCo defaults of 3f1c8c6..11d9224, spelled out from DAPO_V1 for the same reason
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
+# and those since 11d9224, which also start the Gaussian policy at std e^-1 (the main suite's "dapo")
+DAPO_V4 = [*DAPO_V3, "--log-std-init", "-1"]
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
     "dapo-no-decoupled": [*DAPO_V1, "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
@@ -65,8 +67,14 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # a smaller initial action noise (std e^-1, e^-0.5 instead of 1) on the dapo-v3 defaults: every HalfCheetah run
     # that ends near 1800 runs flipped on its back (torso angle ~pi in all its evaluation steps), the 3000+ runs
     # upright (experiments/halfcheetah_posture.py); e^-1 is DAPO's MuJoCo default since 11d9224
-    "dapo-grpo-settings-logstd-1": [*DAPO_V3, "--log-std-init", "-1"],
+    "dapo-grpo-settings-logstd-1": DAPO_V4,
     "dapo-grpo-settings-logstd-0.5": [*DAPO_V3, "--log-std-init", "-0.5"],
+    # half the critic rate on today's defaults.  DAPO clips each network's gradient norm on its own; PPO and GRPO
+    # clip them jointly, so the actor's large norm (8-12 at std e^-1) scales the critic's (0.05-0.07) down ~20x and
+    # Adam's eps (1e-5) then swallows part of its step: at the end of 1M Walker2d steps GRPO's critic keeps 54% of
+    # its eps-free Adam step, DAPO's 96% (HalfCheetah 34% vs 93%).  Walker2d also preferred the slower critic
+    # before (critic lr 3e-4 beat 1e-3 at 300k).  Is that why DAPO trails GRPO there at the same initial noise?
+    "dapo-critic-lr1.5e-4": [*DAPO_V4, "--critic-lr", "1.5e-4"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],
