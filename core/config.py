@@ -123,7 +123,12 @@ class TrainConfig:
     critic_lr, per-network gradient clipping), and the value clip follows the eps_V schedule instead of
     clip_eps (preset: on for dapo only)."""
     max_grad_norm: float = 0.5
-    """Gradient-norm clip (per network when optimisers are separate)."""
+    """Gradient-norm clip (per network when optimisers are separate, unless joint_grad_clip)."""
+    joint_grad_clip: Optional[bool] = None
+    """Clip the actor's and the critic's gradients by one joint norm, as CleanRL's and SB3's PPO do (preset:
+    on without separate optimisers, off with them).  On MuJoCo the actor's norm is ~100x the critic's, so the
+    joint clip also shrinks the critic's gradient ~20x and Adam's eps then absorbs part of its step
+    (experiments/adam_step_share.py)."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
     ent_coef: Optional[float] = None
@@ -276,6 +281,8 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
         out.critic_lr = out.lr
     if out.proximal_clip is None:
         out.proximal_clip = out.overlap
+    if out.joint_grad_clip is None:
+        out.joint_grad_clip = not out.separate_optimizers
     from core.networks import resolve_precision
 
     out.precision = resolve_precision(out.precision)

@@ -46,6 +46,9 @@ def settings_line(cfg: TrainConfig) -> str:
         low, high = policy_clip(cfg)
         parts += [f"eps_pi {low}" if low == high else f"eps_pi low {low} / high {high}", f"eps_V {eps_v}",
                   f"minibatches {draws}"]
+    if cfg.joint_grad_clip == cfg.separate_optimizers:  # not the algorithm's usual pairing
+        parts.append("gradient norm clipped " + ("jointly over actor and critic" if cfg.joint_grad_clip
+                                                 else "per network"))
     if cfg.log_std_init:  # only Box actions have a log-std; every family's preset is 0 except dapo on MuJoCo
         parts.append(f"initial action log-std {cfg.log_std_init} (std {math.exp(cfg.log_std_init):.2f})")
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)

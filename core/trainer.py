@@ -80,7 +80,8 @@ class Trainer:
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
-        # two optimisers; "separate" means separate learning rates and per-network gradient clipping.
+        # two optimisers; "separate" means separate learning rates and (unless --joint-grad-clip) per-network
+        # gradient clipping.
         self.optimizer = torch.optim.Adam([{"params": self.actor.parameters()},
                                            {"params": self.critic.parameters()}], lr=cfg.lr, eps=1e-5,
                                           fused=True)
@@ -112,7 +113,7 @@ class Trainer:
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         fast = (cfg.numpy_update and not cfg.compile
                 and NumpyUpdate.supports(self.actor, self.critic, self.device, self.dist.enabled))
-        self.numpy_update = (NumpyUpdate(self.actor, self.critic, self.optimizer, cfg.separate_optimizers)
+        self.numpy_update = (NumpyUpdate(self.actor, self.critic, self.optimizer, not cfg.joint_grad_clip)
                              if fast else None)
         self.global_step, self.iteration, self.elapsed = 0, 0, 0.0
         self.recent_returns: deque[float] = deque(maxlen=10)
@@ -208,7 +209,7 @@ class Trainer:
                                                        proximal)
         else:
             metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
-                                         grad_groups(self.actor, self.critic, self.cfg.separate_optimizers),
+                                         grad_groups(self.actor, self.critic, not self.cfg.joint_grad_clip),
                                          lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist,
                                          proximal)
         problem = self.guard.after_update(finite, self.dist.all_true)

@@ -146,7 +146,7 @@ class GradGroups(NamedTuple):
 
 
 def grad_groups(actor: torch.nn.Module, critic: torch.nn.Module, separate: bool) -> GradGroups:
-    """Separate networks clip their gradients separately; a shared optimiser clips them jointly."""
+    """Each network's gradient is norm-clipped on its own (``separate``) or both by one joint norm."""
     return GradGroups(list(actor.parameters()), list(critic.parameters()), joint=not separate)
 
 

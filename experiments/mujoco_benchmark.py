@@ -75,6 +75,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # its eps-free Adam step, DAPO's 96% (HalfCheetah 34% vs 93%).  Walker2d also preferred the slower critic
     # before (critic lr 3e-4 beat 1e-3 at 300k).  Is that why DAPO trails GRPO there at the same initial noise?
     "dapo-critic-lr1.5e-4": [*DAPO_V4, "--critic-lr", "1.5e-4"],
+    # today's defaults with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on
+    # MuJoCo (with e^-1 both; dapo also has the health monitors, which only act when they fire)
+    "dapo-joint-grad-clip": [*DAPO_V4, "--joint-grad-clip"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],

@@ -262,6 +262,7 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
         v3, dynamic_sampling=True, importance_correction=True)
     assert _variant_config(ABLATION["dapo-grpo-settings-logstd-0.5"]) == dataclasses.replace(v3, log_std_init=-0.5)
     assert _variant_config(ABLATION["dapo-critic-lr1.5e-4"]) == dataclasses.replace(today, critic_lr=1.5e-4)
+    assert _variant_config(ABLATION["dapo-joint-grad-clip"]) == dataclasses.replace(today, joint_grad_clip=True)
     for algo in ("grpo", "ppo"):  # the baselines with DAPO's initial noise differ from the main columns by it alone
         assert _variant_config(ABLATION[f"{algo}-logstd-1"]) == dataclasses.replace(
             _variant_config(MAIN[algo]), log_std_init=-1.0)

@@ -39,3 +39,16 @@ def test_the_run_start_line_names_the_preset_choices():
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
     assert settings_line(resolve(TrainConfig(algo="ppo"), "classic")) == "ppo on CartPole-v1: GAE lambda 0.8"
+
+
+def test_joint_grad_clip_follows_the_optimisers_unless_set():
+    """PPO/GRPO clip both networks' gradients by one norm (CleanRL), DAPO each network's on its own; the flag wins."""
+    assert resolve(TrainConfig(algo="ppo"), "continuous").joint_grad_clip
+    assert resolve(TrainConfig(algo="grpo"), "continuous").joint_grad_clip
+    assert not resolve(TrainConfig(algo="dapo"), "continuous").joint_grad_clip
+    assert resolve(TrainConfig(algo="dapo", joint_grad_clip=True), "continuous").joint_grad_clip
+    from core.runner import settings_line
+    assert settings_line(resolve(TrainConfig(algo="dapo", joint_grad_clip=True), "classic")).endswith(
+        "; gradient norm clipped jointly over actor and critic")
+    assert settings_line(resolve(TrainConfig(algo="ppo", joint_grad_clip=False), "classic")) == (
+        "ppo on CartPole-v1: GAE lambda 0.8; gradient norm clipped per network")

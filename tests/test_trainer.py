@@ -216,3 +216,22 @@ def test_log_std_init_reaches_the_trainers_gaussian_actor(tmp_path, small_config
     assert torch.equal(t.actor.log_std.detach(), torch.full((1,), -0.5))
     with pytest.raises(ConfigError, match="--log-std-init"):
         small_config(tmp_path, env="Pendulum-v1", num_envs=2, log_std_init=5.0)
+
+
+@pytest.mark.parametrize("numpy_update", [True, False])  # the NumPy fast path and the torch update
+def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, small_config, numpy_update):
+    """On MuJoCo's DAPO settings (GRPO's lambda rule, eps_V = clip_eps = 0.2, uniform minibatches) the only
+    update difference left from GRPO is the per-network gradient clip (the health monitors only act when they
+    fire): with --joint-grad-clip the run is GRPO's, value for value; without it, it is not."""
+    from core.runner import run_experiment
+
+    common = dict(env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=1024, num_minibatches=8, auto_lambda=True,
+                  health_monitors=False, dynamic_sampling=False, eps_v_start=0.2, eps_v_schedule="constant",
+                  log_std_init=-1.0, numpy_update=numpy_update)
+    curves = {}
+    for name, algo, joint in (("grpo", "grpo", None), ("dapo-joint", "dapo", True), ("dapo", "dapo", None)):
+        run_experiment(small_config(tmp_path / name, algo=algo, joint_grad_clip=joint, **common))
+        curves[name] = [(r["train/value_loss"], r["train/approx_kl"], r["train/grad_scale_actor"])
+                        for r in csv.DictReader(open(tmp_path / name / "metrics.csv"))]
+    assert curves["dapo-joint"] == curves["grpo"]
+    assert curves["dapo"] != curves["grpo"]
