@@ -27,6 +27,7 @@ import torch
 
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
+from experiments.run_folders import add_run_folder_arguments, finished_runs, run_key
 
 GROUPS = ("actor", "critic")  # the trainer's optimiser param groups, in this order (core/trainer.py)
 
@@ -76,24 +77,18 @@ def summary_table(rows: list[dict]) -> list[str]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs-dir", type=Path, required=True, help="the benchmark's --runs-dir")
-    p.add_argument("--suites", nargs="+", default=["main"], help="suites under --runs-dir to read")
-    p.add_argument("--variants", nargs="+", required=True, help="variants to read")
+    add_run_folder_arguments(p, variants_required=True)
     p.add_argument("--envs", nargs="*", default=None, help="envs to read (default: all found)")
-    p.add_argument("--out", type=Path, required=True, help="results folder (results.csv, results.md)")
     a = p.parse_args(argv)
 
-    runs = sorted(d for suite in a.suites for d in (a.runs_dir / suite).glob("*/*/s*")
-                  if (d / "summary.json").exists() and (d / "checkpoint.pt").exists()
-                  and d.parent.name in a.variants and (a.envs is None or d.parent.parent.name in a.envs))
+    runs = [d for d in finished_runs(a.runs_dir, a.suites, a.envs, a.variants) if (d / "checkpoint.pt").exists()]
     if not runs:
         raise SystemExit(f"error: no finished runs of {', '.join(a.variants)} under {a.runs_dir}/"
                          f"{{{','.join(a.suites)}}}/; check --runs-dir, --suites, --variants and --envs")
     rows = []
     for d in runs:
         s = checkpoint_shares(d / "checkpoint.pt")
-        rows.append({"suite": d.parent.parent.parent.name, "env": d.parent.parent.name, "variant": d.parent.name,
-                     "seed": int(d.name[1:]), "actor_share": s["actor"], "critic_share": s["critic"]})
+        rows.append({**run_key(d), "actor_share": s["actor"], "critic_share": s["critic"]})
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
     command = " ".join(["python experiments/adam_step_share.py", *(sys.argv[1:] if argv is None else argv)])

@@ -24,6 +24,7 @@ import torch
 from core.evaluation import evaluate, load_run_policy
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
+from experiments.run_folders import add_run_folder_arguments, finished_runs, run_key
 
 ENV = "HalfCheetah-v5"
 TORSO_ANGLE = 1  # index of rooty in HalfCheetah's observation (x position excluded)
@@ -59,16 +60,12 @@ def summary_table(rows: list[dict]) -> list[str]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs-dir", type=Path, required=True, help="the benchmark's --runs-dir")
-    p.add_argument("--suites", nargs="+", default=["main"], help="suites under --runs-dir to read")
-    p.add_argument("--variants", nargs="*", default=None, help="variants to read (default: all found)")
+    add_run_folder_arguments(p, variants_required=False)
     p.add_argument("--episodes", type=int, default=1, help="deterministic episodes per run (1000 steps each)")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed")
-    p.add_argument("--out", type=Path, required=True, help="results folder (results.csv, results.md)")
     a = p.parse_args(argv)
 
-    runs = sorted(d for suite in a.suites for d in (a.runs_dir / suite / ENV).glob("*/s*")
-                  if (d / "summary.json").exists() and (a.variants is None or d.parent.name in a.variants))
+    runs = finished_runs(a.runs_dir, a.suites, [ENV], a.variants)
     if not runs:
         raise SystemExit(f"error: no finished {ENV} runs under {a.runs_dir}/{{{','.join(a.suites)}}}/{ENV}/; "
                          "check --runs-dir, --suites and --variants")
@@ -76,9 +73,9 @@ def main(argv=None) -> None:
     for d in runs:
         ret, share = posture(d, a.episodes, a.seed)
         final = json.loads((d / "summary.json").read_text())["final_return_mean"]
-        rows.append({"suite": d.parent.parent.parent.name, "variant": d.parent.name, "seed": int(d.name[1:]),
-                     "final_return": final, "eval_return": ret, "flipped_share": share,
-                     "posture": "flipped" if share > 0.5 else "upright"})
+        key = run_key(d)  # the results.csv columns predate the env column: this script reads one env
+        rows.append({"suite": key["suite"], "variant": key["variant"], "seed": key["seed"], "final_return": final,
+                     "eval_return": ret, "flipped_share": share, "posture": "flipped" if share > 0.5 else "upright"})
         print(f"{d}: final {final:.0f}, deterministic {ret:.0f}, flipped in {share:.0%} of steps", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
