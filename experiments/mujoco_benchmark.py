@@ -31,17 +31,19 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # meaning what their committed rows measured; committed 1M-step rows of default DAPO made with them are labelled
 # "dapo-v1".  The defaults of 1b65d3c..3f1c8c6 are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled
 # "dapo-v2"); those of 3f1c8c6..11d9224, which drop the draws on MuJoCo, are "dapo-grpo-settings" (rows
-# labelled "dapo-v3"); today's, which also start with less action noise, are "dapo-grpo-settings-logstd-1"
-# (the main suite's "dapo").
+# labelled "dapo-v3"); those of 11d9224..34dcc80, which also start with less action noise, are
+# "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); today's, which also clip both networks' gradients by
+# one norm, are "dapo-joint-grad-clip" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
-           "--dynamic-sampling", "--log-std-init", "0"]
+           "--dynamic-sampling", "--log-std-init", "0", "--no-joint-grad-clip"]
 # the MuJoCo defaults of 3f1c8c6..11d9224, spelled out from DAPO_V1 for the same reason
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
-# and those since 11d9224, which also start the Gaussian policy at std e^-1 (the main suite's "dapo")
+# and those of 11d9224..34dcc80, which also start the Gaussian policy at std e^-1
 DAPO_V4 = [*DAPO_V3, "--log-std-init", "-1"]
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
-    "dapo-no-decoupled": [*DAPO_V1, "--no-separate-optimizers"],  # one optimiser, value clip = eps_pi
+    # one optimiser: value clip = eps_pi, one learning rate, one gradient-norm clip
+    "dapo-no-decoupled": [*DAPO_V1, "--no-separate-optimizers", "--joint-grad-clip"],
     "dapo-clip-higher": [*DAPO_V1, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
     "dapo-no-dynamic": [*DAPO_V1, "--no-dynamic-sampling"],
     "dapo-importance": [*DAPO_V1, "--importance-correction"],
@@ -69,14 +71,14 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # upright (experiments/halfcheetah_posture.py); e^-1 is DAPO's MuJoCo default since 11d9224
     "dapo-grpo-settings-logstd-1": DAPO_V4,
     "dapo-grpo-settings-logstd-0.5": [*DAPO_V3, "--log-std-init", "-0.5"],
-    # half the critic rate on today's defaults.  DAPO clips each network's gradient norm on its own; PPO and GRPO
+    # half the critic rate on the dapo-v4 defaults.  DAPO clips each network's gradient norm on its own; PPO and GRPO
     # clip them jointly, so the actor's large norm (8-12 at std e^-1) scales the critic's (0.05-0.07) down ~20x and
     # Adam's eps (1e-5) then swallows part of its step: at the end of 1M Walker2d steps GRPO's critic keeps 54% of
     # its eps-free Adam step, DAPO's 96% (HalfCheetah 34% vs 93%).  Walker2d also preferred the slower critic
     # before (critic lr 3e-4 beat 1e-3 at 300k).  Is that why DAPO trails GRPO there at the same initial noise?
     "dapo-critic-lr1.5e-4": [*DAPO_V4, "--critic-lr", "1.5e-4"],
-    # today's defaults with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on
-    # MuJoCo (with e^-1 both; dapo also has the health monitors, which only act when they fire)
+    # dapo-v4 with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on MuJoCo (with
+    # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default since 34dcc80
     "dapo-joint-grad-clip": [*DAPO_V4, "--joint-grad-clip"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],

@@ -239,16 +239,19 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
 
 
 def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
-    """The main table's dapo column is the dapo-grpo-settings-logstd-1 ablation, its dapo-v3 column the
-    dapo-grpo-settings one and its dapo-v2 column dapo-auto-lambda-epsV0.2: their flags must resolve to exactly
-    what plain --algo dapo resolves to now (v3: with CleanRL's initial action std 1; v2: that and the draws on),
-    and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
+    """The main table's dapo column is the dapo-joint-grad-clip ablation, its dapo-v4 column the
+    dapo-grpo-settings-logstd-1 one, dapo-v3 dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags
+    must resolve to exactly what plain --algo dapo resolves to now (v4: with per-network gradient clipping; v3:
+    that and CleanRL's initial action std 1; v2: that and the draws on), and dapo-v1 to the SPEC's lambda, eps_V
+    schedule and draws."""
     from experiments.mujoco_benchmark import ABLATION, MAIN
     today = _variant_config(MAIN["dapo"])
-    assert not today.dynamic_sampling and today.log_std_init == -1.0
-    assert _variant_config(ABLATION["dapo-grpo-settings-logstd-1"]) == today
+    assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
+    assert _variant_config(ABLATION["dapo-joint-grad-clip"]) == today
+    v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
+    assert v4 == dataclasses.replace(today, joint_grad_clip=False)
     v3 = _variant_config(ABLATION["dapo-grpo-settings"])
-    assert v3 == dataclasses.replace(today, log_std_init=0.0)
+    assert v3 == dataclasses.replace(v4, log_std_init=0.0)
     assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == dataclasses.replace(v3, dynamic_sampling=True)
     v1 = _variant_config(ABLATION["dapo-v1"])
     assert (v1.auto_lambda, v1.eps_v_start, v1.eps_v_end, v1.eps_v_schedule) == (False, 0.5, 0.3, "linear")
@@ -261,8 +264,9 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert _variant_config(ABLATION["dapo-grpo-settings-importance"]) == dataclasses.replace(
         v3, dynamic_sampling=True, importance_correction=True)
     assert _variant_config(ABLATION["dapo-grpo-settings-logstd-0.5"]) == dataclasses.replace(v3, log_std_init=-0.5)
-    assert _variant_config(ABLATION["dapo-critic-lr1.5e-4"]) == dataclasses.replace(today, critic_lr=1.5e-4)
-    assert _variant_config(ABLATION["dapo-joint-grad-clip"]) == dataclasses.replace(today, joint_grad_clip=True)
+    assert _variant_config(ABLATION["dapo-critic-lr1.5e-4"]) == dataclasses.replace(v4, critic_lr=1.5e-4)
+    no_decoupled = _variant_config(ABLATION["dapo-no-decoupled"])  # GRPO's single clip range and joint clip
+    assert not no_decoupled.separate_optimizers and no_decoupled.joint_grad_clip
     for algo in ("grpo", "ppo"):  # the baselines with DAPO's initial noise differ from the main columns by it alone
         assert _variant_config(ABLATION[f"{algo}-logstd-1"]) == dataclasses.replace(
             _variant_config(MAIN[algo]), log_std_init=-1.0)

@@ -34,7 +34,7 @@ def test_the_run_start_line_names_the_preset_choices():
     line = settings_line(resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous"))
     assert line == ("dapo on HalfCheetah-v5: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
                     "minibatches uniform (--dynamic-sampling for advantage-weighted draws); "
-                    "initial action log-std -1.0 (std 0.37)")
+                    "gradient norm clipped jointly over actor and critic; initial action log-std -1.0 (std 0.37)")
     line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
@@ -45,8 +45,9 @@ def test_joint_grad_clip_follows_the_optimisers_unless_set():
     """PPO/GRPO clip both networks' gradients by one norm (CleanRL), DAPO each network's on its own; the flag wins."""
     assert resolve(TrainConfig(algo="ppo"), "continuous").joint_grad_clip
     assert resolve(TrainConfig(algo="grpo"), "continuous").joint_grad_clip
-    assert not resolve(TrainConfig(algo="dapo"), "continuous").joint_grad_clip
-    assert resolve(TrainConfig(algo="dapo", joint_grad_clip=True), "continuous").joint_grad_clip
+    assert not resolve(TrainConfig(algo="dapo"), "classic").joint_grad_clip
+    assert resolve(TrainConfig(algo="dapo"), "continuous").joint_grad_clip  # chosen by the 1M MuJoCo benchmark
+    assert not resolve(TrainConfig(algo="dapo", joint_grad_clip=False), "continuous").joint_grad_clip
     from core.runner import settings_line
     assert settings_line(resolve(TrainConfig(algo="dapo", joint_grad_clip=True), "classic")).endswith(
         "; gradient norm clipped jointly over actor and critic")
