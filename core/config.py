@@ -261,7 +261,7 @@ ALGO_PRESETS = {
 # defaults had 10 seeds on each env.  GRPO and PPO gain as much from it (HalfCheetah), so it is not a DAPO mechanism; the
 # baselines keep CleanRL's std 1 to stay comparable with published numbers.
 # And one gradient-norm clip over both networks, as PPO and GRPO have: per-network clipping (DAPO's separate optimisers
-# taken literally) won none of the four envs.  At std e^-1 the joint clip won 0.50 / 0.84 / 0.24 / 0.68 of run pairs
+# taken literally) won only on Humanoid.  At std e^-1 the joint clip won 0.50 / 0.84 / 0.24 / 0.68 of run pairs
 # (HalfCheetah, Walker2d, Humanoid, Ant; 5 seeds against 10 / 10 / 5 / 5), and with std 1 GRPO's joint clip had won
 # 0.59 / 0.67 / 0.51 / 0.53 against dapo-v3's per-network one (10 seeds each).  Under the joint clip the critic's
 # small gradient is scaled down with the actor's and Adam's eps absorbs part of its step (experiments/adam_step_share.py);

@@ -31,14 +31,14 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # meaning what their committed rows measured; committed 1M-step rows of default DAPO made with them are labelled
 # "dapo-v1".  The defaults of 1b65d3c..3f1c8c6 are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled
 # "dapo-v2"); those of 3f1c8c6..11d9224, which drop the draws on MuJoCo, are "dapo-grpo-settings" (rows
-# labelled "dapo-v3"); those of 11d9224..34dcc80, which also start with less action noise, are
+# labelled "dapo-v3"); those of 11d9224..7badec4, which also start with less action noise, are
 # "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); today's, which also clip both networks' gradients by
 # one norm, are "dapo-joint-grad-clip" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
            "--dynamic-sampling", "--log-std-init", "0", "--no-joint-grad-clip"]
 # the MuJoCo defaults of 3f1c8c6..11d9224, spelled out from DAPO_V1 for the same reason
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
-# and those of 11d9224..34dcc80, which also start the Gaussian policy at std e^-1
+# and those of 11d9224..7badec4, which also start the Gaussian policy at std e^-1
 DAPO_V4 = [*DAPO_V3, "--log-std-init", "-1"]
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
@@ -78,7 +78,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # before (critic lr 3e-4 beat 1e-3 at 300k).  Is that why DAPO trails GRPO there at the same initial noise?
     "dapo-critic-lr1.5e-4": [*DAPO_V4, "--critic-lr", "1.5e-4"],
     # dapo-v4 with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on MuJoCo (with
-    # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default since 34dcc80
+    # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default since 7badec4
     "dapo-joint-grad-clip": [*DAPO_V4, "--joint-grad-clip"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
