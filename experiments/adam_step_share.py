@@ -64,14 +64,24 @@ def checkpoint_shares(path: Path) -> dict[str, float]:
     return shares
 
 
+def gradient_clip(run_dir: Path) -> str:
+    """"joint" or "per network", from the run's config (runs older than --joint-grad-clip followed their optimisers)."""
+    from core.cli_config import load_run_config
+
+    cfg = load_run_config(run_dir)
+    joint = cfg.joint_grad_clip if cfg.joint_grad_clip is not None else not cfg.separate_optimizers
+    return "joint" if joint else "per network"
+
+
 def summary_table(rows: list[dict]) -> list[str]:
-    lines = ["| env | variant | runs | actor share, mean [min, max] | critic share, mean [min, max] |",
-             "|---|---|---|---|---|"]
+    lines = ["| env | variant | gradient clip | runs | actor share, mean [min, max] | critic share, mean [min, max] |",
+             "|---|---|---|---|---|---|"]
     for env, variant in sorted({(r["env"], r["variant"]) for r in rows}):
         group = [r for r in rows if (r["env"], r["variant"]) == (env, variant)]
         cell = lambda k: (f"{np.mean([r[k] for r in group]):.2f} [{min(r[k] for r in group):.2f}, "  # noqa: E731
                           f"{max(r[k] for r in group):.2f}]")
-        lines.append(f"| {env} | {variant} | {len(group)} | {cell('actor_share')} | {cell('critic_share')} |")
+        clips = "/".join(sorted({r["gradient_clip"] for r in group}))
+        lines.append(f"| {env} | {variant} | {clips} | {len(group)} | {cell('actor_share')} | {cell('critic_share')} |")
     return lines
 
 
@@ -88,7 +98,8 @@ def main(argv=None) -> None:
     rows = []
     for d in runs:
         s = checkpoint_shares(d / "checkpoint.pt")
-        rows.append({**run_key(d), "actor_share": s["actor"], "critic_share": s["critic"]})
+        rows.append({**run_key(d), "gradient_clip": gradient_clip(d), "actor_share": s["actor"],
+                     "critic_share": s["critic"]})
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
     command = " ".join(["python experiments/adam_step_share.py", *(sys.argv[1:] if argv is None else argv)])
@@ -96,7 +107,7 @@ def main(argv=None) -> None:
     write_results_md(a.out / "results.md", "\n".join(
         ["# Share of Adam's step that survives eps, per network (end of training)", "", f"Command: `{command}`", "",
          "share = L1 norm of Adam's update / the same with eps = 0, from each run's final checkpoint (1 = eps "
-         "costs nothing). ppo and grpo clip both networks' gradients by one joint norm, dapo each on its own.",
+         "costs nothing). Gradient clip: both networks' gradients by one joint norm, or each on its own.",
          "", *table]))
     print("\n".join(table))
 

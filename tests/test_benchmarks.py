@@ -304,7 +304,8 @@ def test_halfcheetah_posture_by_hand_and_end_to_end(tmp_path, small_config):
 def test_adam_step_share_by_hand_and_end_to_end(tmp_path, small_config):
     """With eps = 1e-5, sqrt(v) = 1e-5 keeps half of a step and sqrt(v) = 1e-4 keeps 10/11; each of the two
     entries has an eps-free step |m|/sqrt(v) of 1, so the share is (0.5 + 10/11) / 2; v = 0 entries are skipped.
-    End to end: a PPO and a DAPO run laid out like the benchmark's give one row each with shares in (0, 1]."""
+    End to end: PPO and DAPO runs laid out like the benchmark's give one row each with shares in (0, 1] and
+    their gradient clip named from their configs."""
     from core.runner import run_experiment
     import torch
 
@@ -318,13 +319,15 @@ def test_adam_step_share_by_hand_and_end_to_end(tmp_path, small_config):
     assert ass.adam_step_share([m], [v], step=1e9, eps=0.0) == pytest.approx(1.0)
 
     runs = tmp_path / "runs"
-    for algo in ("ppo", "dapo"):
-        run_experiment(small_config(runs / "main" / "Pendulum-v1" / algo / "s1", env="Pendulum-v1", algo=algo,
-                                    num_envs=1, num_steps=128, total_steps=256))
-    ass.main(["--runs-dir", str(runs), "--variants", "ppo", "dapo", "--out", str(tmp_path / "out")])
+    for variant, algo, joint in (("ppo", "ppo", None), ("dapo", "dapo", None), ("dapo-v4", "dapo", False)):
+        run_experiment(small_config(runs / "main" / "Pendulum-v1" / variant / "s1", env="Pendulum-v1", algo=algo,
+                                    joint_grad_clip=joint, num_envs=1, num_steps=128, total_steps=256))
+    ass.main(["--runs-dir", str(runs), "--variants", "ppo", "dapo", "dapo-v4", "--out", str(tmp_path / "out")])
     rows = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
-    assert sorted(r["variant"] for r in rows) == ["dapo", "ppo"]
+    assert sorted(r["variant"] for r in rows) == ["dapo", "dapo-v4", "ppo"]
     assert all(0 < float(r[k]) <= 1 for r in rows for k in ("actor_share", "critic_share"))
-    assert "| Pendulum-v1 | dapo | 1 |" in (tmp_path / "out" / "results.md").read_text()
+    assert {r["variant"]: r["gradient_clip"] for r in rows} == {"ppo": "joint", "dapo": "joint",  # MuJoCo preset
+                                                                "dapo-v4": "per network"}
+    assert "| Pendulum-v1 | dapo | joint | 1 |" in (tmp_path / "out" / "results.md").read_text()
     with pytest.raises(SystemExit, match="no finished runs of grpo"):
         ass.main(["--runs-dir", str(runs), "--variants", "grpo", "--out", str(tmp_path / "out")])
