@@ -120,15 +120,15 @@ class TrainConfig:
     """Multiplier applied to the policy learning rate at policy_lr_drop_step."""
     separate_optimizers: Optional[bool] = None
     """Decoupled clipping (SPEC 2.3): separate actor/critic optimiser groups (learning rates lr and
-    critic_lr, per-network gradient clipping), and the value clip follows the eps_V schedule instead of
-    clip_eps (preset: on for dapo only)."""
+    critic_lr, per-network gradient clipping unless joint_grad_clip), and the value clip follows the eps_V
+    schedule instead of clip_eps (preset: on for dapo only)."""
     max_grad_norm: float = 0.5
     """Gradient-norm clip (per network when optimisers are separate, unless joint_grad_clip)."""
     joint_grad_clip: Optional[bool] = None
     """Clip the actor's and the critic's gradients by one joint norm, as CleanRL's and SB3's PPO do (preset:
-    on without separate optimisers, off with them, except on for dapo on MuJoCo).  On MuJoCo the actor's norm is ~100x the critic's, so the
-    joint clip also shrinks the critic's gradient ~20x and Adam's eps then absorbs part of its step
-    (experiments/adam_step_share.py)."""
+    on without separate optimisers, off with them, except on for dapo on MuJoCo).  On MuJoCo the actor's norm
+    is ~100x the critic's, so the joint clip also shrinks the critic's gradient ~20x and Adam's eps then
+    absorbs part of its step (experiments/adam_step_share.py)."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
     ent_coef: Optional[float] = None

@@ -76,6 +76,7 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # Adam's eps (1e-5) then swallows part of its step: at the end of 1M Walker2d steps GRPO's critic keeps 54% of
     # its eps-free Adam step, DAPO's 96% (HalfCheetah 34% vs 93%).  Walker2d also preferred the slower critic
     # before (critic lr 3e-4 beat 1e-3 at 300k).  Is that why DAPO trails GRPO there at the same initial noise?
+    # No: it lost (Walker2d 2914 vs 3097, 5 seeds); the joint clip itself won there (dapo-joint-grad-clip).
     "dapo-critic-lr1.5e-4": [*DAPO_V4, "--critic-lr", "1.5e-4"],
     # dapo-v4 with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on MuJoCo (with
     # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default since 7badec4
