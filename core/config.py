@@ -288,8 +288,7 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
         out.critic_lr = out.lr
     if out.proximal_clip is None:
         out.proximal_clip = out.overlap
-    if out.joint_grad_clip is None:
-        out.joint_grad_clip = not out.separate_optimizers
+    out.joint_grad_clip = joint_grad_clip(out)
     from core.networks import resolve_precision
 
     out.precision = resolve_precision(out.precision)
@@ -298,6 +297,12 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
                           "use --no-norm-obs")
     validate(out)
     return out
+
+
+def joint_grad_clip(c: TrainConfig) -> bool:
+    """Whether both networks' gradients are clipped by one norm; unset, it follows the optimisers (one optimiser:
+    joint), which is also how runs made before the flag existed were clipped."""
+    return c.joint_grad_clip if c.joint_grad_clip is not None else not c.separate_optimizers
 
 
 def policy_clip(c: TrainConfig) -> tuple[float, float]:

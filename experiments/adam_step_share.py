@@ -67,10 +67,9 @@ def checkpoint_shares(path: Path) -> dict[str, float]:
 def gradient_clip(run_dir: Path) -> str:
     """"joint" or "per network", from the run's config (runs older than --joint-grad-clip followed their optimisers)."""
     from core.cli_config import load_run_config
+    from core.config import joint_grad_clip
 
-    cfg = load_run_config(run_dir)
-    joint = cfg.joint_grad_clip if cfg.joint_grad_clip is not None else not cfg.separate_optimizers
-    return "joint" if joint else "per network"
+    return "joint" if joint_grad_clip(load_run_config(run_dir)) else "per network"
 
 
 def summary_table(rows: list[dict]) -> list[str]:
