@@ -204,6 +204,9 @@ class TrainConfig:
     """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
     collapse_significance: float = 4.0
     """The best-minus-first gain must exceed this many noise units (std of a window-mean difference)."""
+    collapse_confirm: int = 0
+    """Further windows of fresh episodes that must show the drop again before the collapse remedy acts
+    (0: act on the first; a new best in between cancels it)."""
     divergence_window: int = 10
     """Updates over which a steadily growing value loss counts as divergence."""
     divergence_factor: float = 10.0
@@ -361,6 +364,7 @@ def validate(c: TrainConfig) -> None:
     check_shared(c, ALGOS)
     check_numbers(c, at_least_one=("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window",
                                    "divergence_window", "torch_threads"),
+                  non_negative=("collapse_confirm",),
                   positive=("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
                             "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every",
                             "target_kl"),

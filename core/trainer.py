@@ -101,7 +101,8 @@ class Trainer:
                                               cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm,
                                               policy_weights=cfg.importance_correction or cfg.resampling == "weighted")
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
-        self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance)
+        self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance,
+                                              cfg.collapse_confirm)
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
         # Remedies act through these multipliers on the scheduled values.
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0

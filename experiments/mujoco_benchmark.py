@@ -81,6 +81,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # dapo-v4 with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on MuJoCo (with
     # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default since 7badec4
     "dapo-joint-grad-clip": [*DAPO_V4, "--joint-grad-clip"],
+    # ... whose collapse monitor acts only once a second window of fresh episodes shows the drop too: a Walker2d
+    # run's monitor fired on one rollout of falls (step 620k, seed 4) that GRPO's same-seed run recovered from unaided
+    "dapo-collapse-confirm": [*DAPO_V4, "--joint-grad-clip", "--collapse-confirm", "1"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],

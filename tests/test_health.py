@@ -129,6 +129,58 @@ def test_collapse_silent_on_noisy_plateau():
     assert fired == [], f"false collapse at {len(fired)} rollouts, first {fired[:5]}"
 
 
+def test_collapse_confirm_waits_for_a_fresh_window():
+    """window 2, drop 0.5, confirm 1; 0, 0, 100, 100 (m0 0, m* 100), then two episodes per call:
+    [20, 20]   -> drop 80 >= 50: first sighting, no remedy yet (confirm=0 would fire here)
+    [100, 100] -> a fresh window without the drop: the sighting is cancelled
+    [20, 20]   -> a new first sighting
+    [20]       -> the window shows the drop, but holds one fresh episode only: wait
+    [20]       -> a second, fresh window with the drop: COLLAPSE."""
+    assert _feed(PolicyCollapseMonitor(window=2, drop=0.5), [0.0, 0.0, 100.0, 100.0, 20.0, 20.0], per_call=2)[-1][1]
+    m = PolicyCollapseMonitor(window=2, drop=0.5, confirm=1)
+    _feed(m, [0.0, 0.0, 100.0, 100.0])
+    assert m.observe([20.0, 20.0]) == (False, False) and m.seen_drops == 1
+    assert m.observe([100.0, 100.0]) == (False, False) and m.seen_drops == 0
+    assert m.observe([20.0, 20.0]) == (False, False) and m.seen_drops == 1
+    assert m.observe([20.0]) == (False, False)
+    assert m.observe([20.0]) == (True, False)
+    assert m.fired_from == (0.0, 100.0) and len(m.recent) == 0 and m.seen_drops == 0
+
+
+def test_collapse_confirm_cancelled_by_new_best():
+    """A sighting followed by a window above the best is progress, not a collapse: new best, no remedy."""
+    m = PolicyCollapseMonitor(window=2, drop=0.5, confirm=1)
+    _feed(m, [0.0, 0.0, 100.0, 100.0])
+    assert m.observe([20.0, 20.0]) == (False, False)
+    assert m.observe([150.0, 150.0]) == (False, True) and m.seen_drops == 0 and m.best_mean == 150.0
+    assert m.observe([120.0, 120.0]) == (False, False)  # drop 30 < 0.5 * 150
+
+
+def test_collapse_confirm_ignores_one_rollout_of_falls():
+    """Walker2d-v5, DAPO seed 4 at step 620k (1M-step benchmark): window 10, drop 0.7; m0 300, m* 5075, then one
+    rollout ends ten episodes at 772 (falls; threshold m <= 5075 - 0.7 * 4775 = 1732.5) and the next five end two
+    each at 2240, 1442, 2632, 5182, 3614 (that seed's GRPO run, identical until the fall).  confirm=0 fires on
+    the falls; with confirm=1 the fresh window's mean 3022 has not lost 70% of the gain: silent."""
+    head = [[300.0] * 10] + [[5075.0] * 2] * 5 + [[772.0] * 10]
+    tail = [[r, r] for r in (2240.0, 1442.0, 2632.0, 5182.0, 3614.0)]
+    fired = {}
+    for confirm in (0, 1):
+        m = PolicyCollapseMonitor(window=10, drop=0.7, confirm=confirm)
+        fired[confirm] = [k for k, eps in enumerate(head + tail) if m.observe(eps)[0]]
+    assert fired == {0: [len(head) - 1], 1: []}
+    assert m.best_mean == 5075.0 and m.seen_drops == 0
+
+
+def test_collapse_confirm_round_trip_mid_sighting():
+    """A monitor saved between a sighting and its confirmation fires at the same call after loading."""
+    m = PolicyCollapseMonitor(window=2, drop=0.5, confirm=1)
+    _feed(m, [0.0, 0.0, 100.0, 100.0, 20.0, 20.0])
+    n = PolicyCollapseMonitor(window=2, drop=0.5, confirm=1)
+    n.load_state_dict(m.state_dict())
+    assert (n.seen_drops, n.fresh) == (1, 0)  # sighted on the last call (window [20, 20])
+    assert _feed(n, [20.0, 20.0]) == _feed(m, [20.0, 20.0]) == [(0, False, False), (1, True, False)]
+
+
 def test_collapse_minimal_false_positive():
     """Minimal plateau case: ten episodes at 50 (m0 = 50), one at 52 (mean 50.2, new best, gain 0.2),
     one at 48 (mean 50.0).  A 0.4 % dip from the best is not 'far below its recent best'."""

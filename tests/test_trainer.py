@@ -108,6 +108,17 @@ def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_con
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
 
 
+def test_collapse_confirm_reaches_the_trainer(tmp_path, small_config):
+    """--collapse-confirm 1: the falls alone leave the actor alone; a second fresh window with them restores it."""
+    t = Trainer(small_config(tmp_path, collapse_window=2, collapse_confirm=1), tmp_path)
+    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)
+    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)
+    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
+    assert t.health_counts["policy_collapse"] == 0
+    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
+    assert t.health_counts["policy_collapse"] == 1
+
+
 def test_divergence_remedy_lowers_critic_lr_and_widens_eps_v(tmp_path, small_config):
     cfg = small_config(tmp_path, divergence_window=3, divergence_factor=5.0)
     t = Trainer(cfg, tmp_path)
