@@ -84,6 +84,10 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # ... whose collapse monitor acts only once a second window of fresh episodes shows the drop too: a Walker2d
     # run's monitor fired on one rollout of falls (step 620k, seed 4) that GRPO's same-seed run recovered from unaided
     "dapo-collapse-confirm": [*DAPO_V4, "--joint-grad-clip", "--collapse-confirm", "1"],
+    # ... with DAPO's clip-higher (eps_high 0.28): on Ant the runs whose collapse remedy had widened eps_pi to 0.3
+    # pulled ahead of GRPO's same-seed runs late (seeds 6, 7: 3043 / 2715 vs 1484 / 2238)
+    "dapo-confirm-clip-higher": [*DAPO_V4, "--joint-grad-clip", "--collapse-confirm", "1", "--clip-eps-low", "0.2",
+                                 "--clip-eps-high", "0.28"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],

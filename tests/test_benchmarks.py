@@ -248,7 +248,10 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     today = _variant_config(MAIN["dapo"])
     assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
     assert _variant_config(ABLATION["dapo-joint-grad-clip"]) == today
-    assert _variant_config(ABLATION["dapo-collapse-confirm"]) == dataclasses.replace(today, collapse_confirm=1)
+    confirm = _variant_config(ABLATION["dapo-collapse-confirm"])
+    assert confirm == dataclasses.replace(today, collapse_confirm=1)
+    assert _variant_config(ABLATION["dapo-confirm-clip-higher"]) == dataclasses.replace(confirm, clip_eps_low=0.2,
+                                                                                         clip_eps_high=0.28)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
     assert v4 == dataclasses.replace(today, joint_grad_clip=False)
     v3 = _variant_config(ABLATION["dapo-grpo-settings"])
