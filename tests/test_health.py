@@ -171,6 +171,27 @@ def test_collapse_confirm_ignores_one_rollout_of_falls():
     assert m.best_mean == 5075.0 and m.seen_drops == 0
 
 
+def test_collapse_confirm_only_delays_or_cancels():
+    """Until confirm=0 first fires, confirm=1 and 2 answer every call exactly as it does (their extra state only
+    acts after a sighting, which confirm=0 would have answered by firing), and they never fire before it.  Noisy
+    rising curves with injected dips, 2-5 episodes per call, 30 fixed seeds; most of them fire somewhere."""
+    fired_any = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        r = np.linspace(0, 100, 600) + rng.normal(0, 8, 600)
+        for start in rng.integers(100, 550, 3):
+            r[start:start + rng.integers(3, 30)] = 5.0  # falls
+        sizes = rng.integers(2, 6, 300)
+        calls = np.split(r, np.cumsum(sizes)[np.cumsum(sizes) < len(r)])
+        monitors = {k: PolicyCollapseMonitor(window=10, drop=0.7, confirm=k) for k in (0, 1, 2)}
+        answers = {k: [m.observe(list(c)) for c in calls] for k, m in monitors.items()}
+        first = next((i for i, (c, _) in enumerate(answers[0]) if c), len(calls))
+        fired_any += first < len(calls)
+        for k in (1, 2):
+            assert answers[k][:first] == answers[0][:first], (seed, k)
+    assert fired_any >= 10
+
+
 def test_collapse_confirm_round_trip_mid_sighting():
     """A monitor saved between a sighting and its confirmation fires at the same call after loading."""
     m = PolicyCollapseMonitor(window=2, drop=0.5, confirm=1)
