@@ -134,12 +134,20 @@ def write_yaml_config(cfg: Any) -> str:
     return yaml.safe_dump({k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}, sort_keys=False)
 
 
+# Options added after runs were recorded, with the value that reproduces such a run (resume and eval must not
+# hand it today's preset instead): runs from before --joint-grad-clip clipped jointly only with one optimiser.
+LEGACY_VALUES = {"collapse_confirm": lambda v: 0, "joint_grad_clip": lambda v: not v.get("separate_optimizers", True)}
+
+
 def load_run_config(run_dir: Path, cls: type = TrainConfig):
-    """The resolved config saved in ``run_dir/config.yaml``."""
+    """The resolved config saved in ``run_dir/config.yaml`` (options it predates: see ``LEGACY_VALUES``)."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
-    return cls(**read_yaml_config(path, cls))
+    values = read_yaml_config(path, cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    missing = {k: legacy(values) for k, legacy in LEGACY_VALUES.items() if k in names and k not in values}
+    return cls(**values, **missing)
 
 
 def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir: Optional[Path],

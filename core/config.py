@@ -204,9 +204,9 @@ class TrainConfig:
     """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
     collapse_significance: float = 4.0
     """The best-minus-first gain must exceed this many noise units (std of a window-mean difference)."""
-    collapse_confirm: int = 0
+    collapse_confirm: Optional[int] = None
     """Further windows of fresh episodes that must show the drop again before the collapse remedy acts
-    (0: act on the first; a new best in between cancels it)."""
+    (0: act on the first; a new best in between cancels it; preset: 1 for dapo on MuJoCo, else 0)."""
     divergence_window: int = 10
     """Updates over which a steadily growing value loss counts as divergence."""
     divergence_factor: float = 10.0
@@ -244,11 +244,11 @@ ENV_PRESETS = {
 }
 ALGO_PRESETS = {
     "ppo": dict(auto_lambda=False, separate_optimizers=False, clip_value=False, dynamic_sampling=False,
-                health_monitors=False),
+                health_monitors=False, collapse_confirm=0),
     "grpo": dict(auto_lambda=True, separate_optimizers=False, clip_value=True, dynamic_sampling=False,
-                 health_monitors=False),
+                 health_monitors=False, collapse_confirm=0),
     "dapo": dict(auto_lambda=False, separate_optimizers=True, clip_value=True, dynamic_sampling=True,
-                 health_monitors=True),
+                 health_monitors=True, collapse_confirm=0),
 }
 # DAPO on continuous control (MuJoCo), chosen by the 1M-step benchmark (issue #4; 5 seeds on each of four
 # envs): GRPO's explained-variance lambda rule and a constant value clip of 0.2 in place of the SPEC's fixed
@@ -271,7 +271,8 @@ ALGO_PRESETS = {
 # a uniformly slower critic (lr 1.5e-4) did not reproduce the gain (Walker2d 2914 vs 3097).  With it, DAPO on MuJoCo
 # trains exactly as GRPO with std e^-1 until a health monitor fires (tests/test_trainer.py; 14 of the 20 1M runs).
 FAMILY_ALGO_PRESETS = {("continuous", "dapo"): dict(auto_lambda=True, eps_v_start=0.2, eps_v_schedule="constant",
-                                                    dynamic_sampling=False, log_std_init=-1.0, joint_grad_clip=True)}
+                                                    dynamic_sampling=False, log_std_init=-1.0, joint_grad_clip=True,
+                                                    collapse_confirm=1)}
 SPEC_EPS_V = dict(eps_v_start=0.5, eps_v_schedule="linear")  # SPEC 2.3's value-clip schedule
 
 

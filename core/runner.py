@@ -49,6 +49,8 @@ def settings_line(cfg: TrainConfig) -> str:
     if cfg.joint_grad_clip == cfg.separate_optimizers:  # not the algorithm's usual pairing
         parts.append("gradient norm clipped " + ("jointly over actor and critic" if cfg.joint_grad_clip
                                                  else "per network"))
+    if cfg.health_monitors and cfg.collapse_confirm:
+        parts.append(f"collapse remedy once {cfg.collapse_confirm + 1} windows in a row show the drop")
     if cfg.log_std_init:  # only Box actions have a log-std; every family's preset is 0 except dapo on MuJoCo
         parts.append(f"initial action log-std {cfg.log_std_init} (std {math.exp(cfg.log_std_init):.2f})")
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)

@@ -239,21 +239,22 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
 
 
 def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
-    """The main table's dapo column is the dapo-joint-grad-clip ablation, its dapo-v4 column the
-    dapo-grpo-settings-logstd-1 one, dapo-v3 dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags
-    must resolve to exactly what plain --algo dapo resolves to now (v4: with per-network gradient clipping; v3:
-    that and CleanRL's initial action std 1; v2: that and the draws on), and dapo-v1 to the SPEC's lambda, eps_V
-    schedule and draws."""
+    """The main table's dapo column is the dapo-collapse-confirm ablation, its dapo-v5 column dapo-joint-grad-clip,
+    dapo-v4 dapo-grpo-settings-logstd-1, dapo-v3 dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags
+    must resolve to exactly what plain --algo dapo resolves to now (v5: with a collapse remedy on the first window
+    showing the drop; v4: that and per-network gradient clipping; v3: that and CleanRL's initial action std 1; v2:
+    that and the draws on), and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
     from experiments.mujoco_benchmark import ABLATION, MAIN
     today = _variant_config(MAIN["dapo"])
     assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
-    assert _variant_config(ABLATION["dapo-joint-grad-clip"]) == today
-    confirm = _variant_config(ABLATION["dapo-collapse-confirm"])
-    assert confirm == dataclasses.replace(today, collapse_confirm=1)
-    assert _variant_config(ABLATION["dapo-confirm-clip-higher"]) == dataclasses.replace(confirm, clip_eps_low=0.2,
+    assert today.collapse_confirm == 1
+    assert _variant_config(ABLATION["dapo-collapse-confirm"]) == today
+    assert _variant_config(ABLATION["dapo-confirm-clip-higher"]) == dataclasses.replace(today, clip_eps_low=0.2,
                                                                                          clip_eps_high=0.28)
+    v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
+    assert v5 == dataclasses.replace(today, collapse_confirm=0)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
-    assert v4 == dataclasses.replace(today, joint_grad_clip=False)
+    assert v4 == dataclasses.replace(v5, joint_grad_clip=False)
     v3 = _variant_config(ABLATION["dapo-grpo-settings"])
     assert v3 == dataclasses.replace(v4, log_std_init=0.0)
     assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == dataclasses.replace(v3, dynamic_sampling=True)

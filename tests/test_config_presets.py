@@ -34,7 +34,8 @@ def test_the_run_start_line_names_the_preset_choices():
     line = settings_line(resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous"))
     assert line == ("dapo on HalfCheetah-v5: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
                     "minibatches uniform (--dynamic-sampling for advantage-weighted draws); "
-                    "gradient norm clipped jointly over actor and critic; initial action log-std -1.0 (std 0.37)")
+                    "gradient norm clipped jointly over actor and critic; collapse remedy once 2 windows in a row "
+                    "show the drop; initial action log-std -1.0 (std 0.37)")
     line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
@@ -53,3 +54,24 @@ def test_joint_grad_clip_follows_the_optimisers_unless_set():
         "; gradient norm clipped jointly over actor and critic")
     assert settings_line(resolve(TrainConfig(algo="ppo", joint_grad_clip=False), "classic")) == (
         "ppo on CartPole-v1: GAE lambda 0.8; gradient norm clipped per network")
+
+
+def test_collapse_confirm_preset_and_runs_recorded_before_it(tmp_path):
+    """DAPO on MuJoCo confirms a collapse on a second window of fresh episodes, elsewhere it acts on the first; a run
+    directory whose config.yaml predates --collapse-confirm / --joint-grad-clip loads with the values it ran with
+    (0; per-network clipping with DAPO's two optimisers), not today's presets, so resume and eval reproduce it."""
+    import dataclasses
+
+    import yaml
+
+    from core.cli_config import load_run_config, write_yaml_config
+    assert resolve(TrainConfig(algo="dapo"), "continuous").collapse_confirm == 1
+    assert [resolve(TrainConfig(algo=a), f).collapse_confirm for a, f in
+            (("dapo", "classic"), ("dapo", "atari"), ("grpo", "continuous"), ("ppo", "continuous"))] == [0] * 4
+    assert resolve(TrainConfig(algo="dapo", collapse_confirm=2), "continuous").collapse_confirm == 2
+    today = resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous")
+    old = {k: v for k, v in yaml.safe_load(write_yaml_config(today)).items()
+           if k not in ("collapse_confirm", "joint_grad_clip")}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    loaded = resolve(load_run_config(tmp_path), "continuous")
+    assert loaded == dataclasses.replace(today, collapse_confirm=0, joint_grad_clip=False)

@@ -206,7 +206,8 @@ def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
 def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, small_config):
     """The restored actor must be the best policy of the raw observation, although the observation
     normaliser's statistics moved on after the best snapshot (the critic keeps the current ones)."""
-    cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=2, num_steps=64, collapse_window=2, norm_obs=True)
+    cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=2, num_steps=64, collapse_window=2, norm_obs=True,
+                       collapse_confirm=0)
     t = Trainer(cfg, tmp_path)
     t.iterate()  # real statistics
     t._watch_health([(10.0, 10), (10.0, 10)], 1.0)
