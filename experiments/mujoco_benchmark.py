@@ -32,7 +32,7 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # "dapo-v1".  The defaults of 1b65d3c..3f1c8c6 are the ablation "dapo-auto-lambda-epsV0.2" (rows labelled
 # "dapo-v2"); those of 3f1c8c6..11d9224, which drop the draws on MuJoCo, are "dapo-grpo-settings" (rows
 # labelled "dapo-v3"); those of 11d9224..7badec4, which also start with less action noise, are
-# "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); those of 7badec4..this change, which also clip both
+# "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); those of 7badec4..dd331ea, which also clip both
 # networks' gradients by one norm, are "dapo-joint-grad-clip" (rows labelled "dapo-v5"); today's, whose collapse
 # monitor also waits for a second window of fresh episodes, are "dapo-collapse-confirm" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
@@ -41,7 +41,7 @@ DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
 # and those of 11d9224..7badec4, which also start the Gaussian policy at std e^-1
 DAPO_V4 = [*DAPO_V3, "--log-std-init", "-1"]
-DAPO_V5 = [*DAPO_V4, "--joint-grad-clip"]  # and those of 7badec4..this change, one gradient-norm clip over both networks
+DAPO_V5 = [*DAPO_V4, "--joint-grad-clip"]  # and those of 7badec4..dd331ea, one gradient-norm clip over both networks
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
     # one optimiser: value clip = eps_pi, one learning rate, one gradient-norm clip
@@ -81,13 +81,15 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # No: it lost (Walker2d 2914 vs 3097, 5 seeds); the joint clip itself won there (dapo-joint-grad-clip).
     "dapo-critic-lr1.5e-4": [*DAPO_V4, "--critic-lr", "1.5e-4"],
     # dapo-v4 with PPO's joint gradient clip: the one update difference left between DAPO and GRPO on MuJoCo (with
-    # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default since 7badec4
+    # e^-1 both; dapo also has the health monitors, which only act when they fire); DAPO's MuJoCo default 7badec4..dd331ea
     "dapo-joint-grad-clip": DAPO_V5,
     # ... whose collapse monitor acts only once a second window of fresh episodes shows the drop too: a Walker2d
-    # run's monitor fired on one rollout of falls (step 620k, seed 4) that GRPO's same-seed run recovered from unaided
+    # run's monitor fired on one rollout of falls (step 620k, seed 4) that GRPO's same-seed run recovered from unaided;
+    # DAPO's MuJoCo default since dd331ea (fired in 1 of 20 Walker2d/Ant runs instead of 11; returns level)
     "dapo-collapse-confirm": [*DAPO_V5, "--collapse-confirm", "1"],
     # ... with DAPO's clip-higher (eps_high 0.28): on Ant the runs whose collapse remedy had widened eps_pi to 0.3
-    # pulled ahead of GRPO's same-seed runs late (seeds 6, 7: 3043 / 2715 vs 1484 / 2238)
+    # pulled ahead of GRPO's same-seed runs late (seeds 6, 7: 3043 / 2715 vs 1484 / 2238).  It did not: Ant 1521 vs 1775
+    # (seeds 1-5); Humanoid 1211 vs 923 on one run of 3020, the other four below or level
     "dapo-confirm-clip-higher": [*DAPO_V5, "--collapse-confirm", "1", "--clip-eps-low", "0.2", "--clip-eps-high",
                                  "0.28"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
