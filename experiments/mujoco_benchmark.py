@@ -88,8 +88,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # DAPO's MuJoCo default since dd331ea (fired in 1 of 20 Walker2d/Ant runs instead of 11; returns level)
     "dapo-collapse-confirm": [*DAPO_V5, "--collapse-confirm", "1"],
     # ... with DAPO's clip-higher (eps_high 0.28): on Ant the runs whose collapse remedy had widened eps_pi to 0.3
-    # pulled ahead of GRPO's same-seed runs late (seeds 6, 7: 3043 / 2715 vs 1484 / 2238).  It did not: Ant 1521 vs 1775
-    # (seeds 1-5); Humanoid 1211 vs 923 on one run of 3020, the other four below or level
+    # pulled ahead of GRPO's same-seed runs late (seeds 6, 7: 3043 / 2715 vs 1484 / 2238).  It lost (seeds 1-5): Ant
+    # 1521 vs 1775, Walker2d 2366 vs 4270, HalfCheetah 5795 vs 5942; Humanoid 1211 vs 923 on one run of 3020
     "dapo-confirm-clip-higher": [*DAPO_V5, "--collapse-confirm", "1", "--clip-eps-low", "0.2", "--clip-eps-high",
                                  "0.28"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
