@@ -2,7 +2,9 @@
 
 PolicyCollapseMonitor: a hand-traced small case; fires on an injected drop (returns rise 0 -> 100,
 then fall to ~10) and with negative returns (-1000 -> -200 -> -900); silent on a healthy noisy rising
-curve, on a flat curve and on a noisy plateau; reports ``new_best``; empties its window after firing.
+curve, on a flat curve and on a noisy plateau; reports ``new_best``; empties its window after firing; with
+``confirm`` it waits for fresh windows (by hand, on a Walker2d rollout of falls, mid-sighting round trip) and answers
+like ``confirm=0`` until that fires.
 ValueDivergenceMonitor: fires on a steadily exploding value loss, not on noisy bounded losses nor on
 a monotone rise smaller than ``factor``.  ``all_finite`` on NaN / Inf / finite inputs.  The collapse
 remedy's clip multiplier widens by 50% once and then stays.
