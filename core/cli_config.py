@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from core.config import ConfigError, TrainConfig, flag
+from core.config import ConfigError, TrainConfig, flag, joint_grad_clip
 
 # Fields that may change when a run is resumed; everything else defines the run.
 RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "tensorboard", "checkpoint_every_s",
@@ -135,8 +135,8 @@ def write_yaml_config(cfg: Any) -> str:
 
 
 # Options added after runs were recorded, with the value that reproduces such a run (resume and eval must not
-# hand it today's preset instead): runs from before --joint-grad-clip clipped jointly only with one optimiser.
-LEGACY_VALUES = {"collapse_confirm": lambda v: 0, "joint_grad_clip": lambda v: not v.get("separate_optimizers", True)}
+# hand it today's preset instead): runs from before --joint-grad-clip clipped as their optimisers implied.
+LEGACY_VALUES = {"collapse_confirm": lambda c: 0, "joint_grad_clip": joint_grad_clip}
 
 
 def load_run_config(run_dir: Path, cls: type = TrainConfig):
@@ -145,9 +145,10 @@ def load_run_config(run_dir: Path, cls: type = TrainConfig):
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
     values = read_yaml_config(path, cls)
+    cfg = cls(**values)
     names = {f.name for f in dataclasses.fields(cls)}
-    missing = {k: legacy(values) for k, legacy in LEGACY_VALUES.items() if k in names and k not in values}
-    return cls(**values, **missing)
+    return dataclasses.replace(cfg, **{k: legacy(cfg) for k, legacy in LEGACY_VALUES.items()
+                                       if k in names and k not in values})
 
 
 def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir: Optional[Path],

@@ -65,11 +65,10 @@ def checkpoint_shares(path: Path) -> dict[str, float]:
 
 
 def gradient_clip(run_dir: Path) -> str:
-    """"joint" or "per network", from the run's config (runs older than --joint-grad-clip followed their optimisers)."""
+    """"joint" or "per network", from the run's config (``load_run_config`` fills it in for runs older than the flag)."""
     from core.cli_config import load_run_config
-    from core.config import joint_grad_clip
 
-    return "joint" if joint_grad_clip(load_run_config(run_dir)) else "per network"
+    return "joint" if load_run_config(run_dir).joint_grad_clip else "per network"
 
 
 def summary_table(rows: list[dict]) -> list[str]:
