@@ -42,6 +42,7 @@ DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", 
 # and those of 11d9224..7badec4, which also start the Gaussian policy at std e^-1
 DAPO_V4 = [*DAPO_V3, "--log-std-init", "-1"]
 DAPO_V5 = [*DAPO_V4, "--joint-grad-clip"]  # and those of 7badec4..dd331ea, one gradient-norm clip over both networks
+DAPO_CONFIRM = [*DAPO_V5, "--collapse-confirm", "1"]  # today's: the remedy waits for a confirming window
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
     # one optimiser: value clip = eps_pi, one learning rate, one gradient-norm clip
@@ -86,12 +87,16 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # ... whose collapse monitor acts only once a second window of fresh episodes shows the drop too: a Walker2d
     # run's monitor fired on one rollout of falls (step 620k, seed 4) that GRPO's same-seed run recovered from unaided;
     # DAPO's MuJoCo default since dd331ea (fired in 1 of 20 Walker2d/Ant runs instead of 11; returns level)
-    "dapo-collapse-confirm": [*DAPO_V5, "--collapse-confirm", "1"],
+    "dapo-collapse-confirm": DAPO_CONFIRM,
     # ... with DAPO's clip-higher (eps_high 0.28): on Ant the runs whose collapse remedy had widened eps_pi to 0.3
     # pulled ahead of GRPO's same-seed runs late (seeds 6, 7: 3043 / 2715 vs 1484 / 2238).  It lost (seeds 1-5): Ant
     # 1521 vs 1775, Walker2d 2366 vs 4270, HalfCheetah 5795 vs 5942; Humanoid 1211 vs 923 on one run of 3020
-    "dapo-confirm-clip-higher": [*DAPO_V5, "--collapse-confirm", "1", "--clip-eps-low", "0.2", "--clip-eps-high",
-                                 "0.28"],
+    "dapo-confirm-clip-higher": [*DAPO_CONFIRM, "--clip-eps-low", "0.2", "--clip-eps-high", "0.28"],
+    # ... with a tighter policy clip than the value clip (eps_pi 0.1 / 0.15, eps_V 0.2): DAPO's decoupled clip, which
+    # GRPO's one range cannot express.  At std e^-1 the policy clips 25-33% of samples on Walker2d (approx KL ~0.02
+    # per update) from 200k to 700k steps, where the return swings by thousands between rollouts
+    "dapo-confirm-eps-pi0.1": [*DAPO_CONFIRM, "--clip-eps", "0.1"],
+    "dapo-confirm-eps-pi0.15": [*DAPO_CONFIRM, "--clip-eps", "0.15"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],
