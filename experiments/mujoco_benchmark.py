@@ -99,10 +99,12 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     "dapo-confirm-eps-pi0.1": [*DAPO_CONFIRM, "--clip-eps", "0.1"],
     "dapo-confirm-eps-pi0.15": [*DAPO_CONFIRM, "--clip-eps", "0.15"],
     # ... starting at std e^-0.5 instead of e^-1: on the dapo-v3 defaults e^-0.5 did better than e^-1 on Walker2d
-    # (3908 vs 3257, seeds 1-5) but left one HalfCheetah run of five on its back; untried on Humanoid and Ant
+    # (3908 vs 3257, seeds 1-5) but left one HalfCheetah run of five on its back.  On today's defaults it lost (seeds
+    # 1-5): Walker2d 2824 vs 4270, HalfCheetah 3703 vs 5942 (again one run on its back)
     "dapo-confirm-logstd-0.5": [*DAPO_CONFIRM, "--log-std-init", "-0.5"],
     # ... and at std e^-1.5: less initial noise helped on every env so far (std 1 -> e^-1), and on Walker2d the
-    # noisier variants (e^-0.5, eps_pi 0.1 / 0.15) kept falling in their last training episodes
+    # noisier variants (e^-0.5, eps_pi 0.1 / 0.15) kept falling in their last training episodes.  It lost on Walker2d
+    # (seeds 1-5): 2855 vs 4270; the policy narrowed fast and its walkers fell late too
     "dapo-confirm-logstd-1.5": [*DAPO_CONFIRM, "--log-std-init", "-1.5"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
