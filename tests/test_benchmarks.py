@@ -255,7 +255,8 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
         tight = _variant_config(ABLATION[f"dapo-confirm-eps-pi{eps_pi}"])
         assert tight == dataclasses.replace(today, clip_eps=eps_pi) and tight.eps_v_start == 0.2
     for log_std in (-0.5, -1.5):
-        assert _variant_config(ABLATION[f"dapo-confirm-logstd{log_std}"]) == dataclasses.replace(today, log_std_init=log_std)
+        noise = _variant_config(ABLATION[f"dapo-confirm-logstd{log_std}"])
+        assert noise == dataclasses.replace(today, log_std_init=log_std)
     v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
     assert v5 == dataclasses.replace(today, collapse_confirm=0)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
