@@ -257,6 +257,12 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     for log_std in (-0.5, -1.5):
         noise = _variant_config(ABLATION[f"dapo-confirm-logstd{log_std}"])
         assert noise == dataclasses.replace(today, log_std_init=log_std)
+    value_tight = _variant_config(ABLATION["dapo-confirm-epsV0.1"])  # the value clip only: eps_pi stays 0.2
+    assert value_tight == dataclasses.replace(today, eps_v_start=0.1) and value_tight.clip_eps == 0.2
+    assert _variant_config(ABLATION["dapo-confirm-no-value-clip"]) == dataclasses.replace(today, clip_value=False)
+    assert _variant_config(ABLATION["dapo-confirm-dynamic"]) == dataclasses.replace(today, dynamic_sampling=True)
+    assert _variant_config(ABLATION["dapo-confirm-systematic"]) == dataclasses.replace(
+        today, dynamic_sampling=True, resampling="systematic")
     v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
     assert v5 == dataclasses.replace(today, collapse_confirm=0)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
