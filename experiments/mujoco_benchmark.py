@@ -107,12 +107,16 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # (seeds 1-5): 2855 vs 4270; the policy narrowed fast and its walkers fell late too
     "dapo-confirm-logstd-1.5": [*DAPO_CONFIRM, "--log-std-init", "-1.5"],
     # ... with a tighter value clip than the policy clip (eps_V 0.1, eps_pi 0.2), the other side of DAPO's decoupled
-    # clip: GRPO's value clip (with its lambda rule) is what lifts it over PPO on Walker2d and Humanoid at std e^-1
+    # clip: GRPO's value clip (with its lambda rule) is what lifts it over PPO on Walker2d and Humanoid at std e^-1.
+    # It lost on Walker2d (seeds 1-3): 2707 vs 4128; even at 0.1 it clips only 1-4% of the value samples
     "dapo-confirm-epsV0.1": [*DAPO_CONFIRM, "--eps-v-start", "0.1"],
-    # ... without a value clip (Andrychowicz et al. 2021 found value clipping hurts on MuJoCo)
+    # ... without a value clip (Andrychowicz et al. 2021 found value clipping hurts on MuJoCo).  It lost on Walker2d
+    # (seeds 1-3): 3631 vs 4128
     "dapo-confirm-no-value-clip": [*DAPO_CONFIRM, "--no-clip-value"],
     # ... with DAPO's advantage-weighted draws back (i.i.d. or systematic): they lost on CleanRL's std 1, where half
-    # the HalfCheetah runs flipped on their backs; does the quieter start and the joint clip change that?
+    # the HalfCheetah runs flipped on their backs; does the quieter start and the joint clip change that?  No (seeds
+    # 1-5): HalfCheetah 5671 vs 5942, Walker2d 4025 vs 4270, Ant 1378 vs 1775, Humanoid level (882 vs 923, P 0.56);
+    # the draws raise the per-update KL again.  Systematic draws on Walker2d (seeds 1-3): 3507 vs 4128
     "dapo-confirm-dynamic": [*DAPO_CONFIRM, "--dynamic-sampling"],
     "dapo-confirm-systematic": [*DAPO_CONFIRM, "--dynamic-sampling", "--resampling", "systematic"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
