@@ -263,6 +263,7 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert _variant_config(ABLATION["dapo-confirm-dynamic"]) == dataclasses.replace(today, dynamic_sampling=True)
     assert _variant_config(ABLATION["dapo-confirm-systematic"]) == dataclasses.replace(
         today, dynamic_sampling=True, resampling="systematic")
+    assert _variant_config(ABLATION["dapo-confirm-kl0.05"]) == dataclasses.replace(today, target_kl=0.05)
     v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
     assert v5 == dataclasses.replace(today, collapse_confirm=0)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
