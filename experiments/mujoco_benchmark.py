@@ -121,8 +121,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     "dapo-confirm-systematic": [*DAPO_CONFIRM, "--dynamic-sampling", "--resampling", "systematic"],
     # ... with the KL-adaptive policy lr aimed at 0.05 (band [0.025, 0.1]): at std e^-1 every Humanoid run, PPO, GRPO
     # or DAPO, takes per-update KL steps of 0.17-0.25 with 68-72% of the samples clipped; does holding them lower help?
-    # A lead (seeds 1-4): 1411 +- 699 vs 965 +- 232, KL held at ~0.04, all four deterministic evaluations higher;
-    # seeds 5-10 and the other envs not run yet
+    # A lead (seeds 1-6): 1272 +- 604 vs 946 +- 211, KL held at ~0.04, all six deterministic evaluations higher;
+    # seeds 7-10 and the other envs not run yet
     "dapo-confirm-kl0.05": [*DAPO_CONFIRM, "--target-kl", "0.05"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
