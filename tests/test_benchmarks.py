@@ -249,21 +249,18 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
     assert today.collapse_confirm == 1
     assert _variant_config(ABLATION["dapo-collapse-confirm"]) == today
-    assert _variant_config(ABLATION["dapo-confirm-clip-higher"]) == dataclasses.replace(today, clip_eps_low=0.2,
-                                                                                         clip_eps_high=0.28)
-    for eps_pi in (0.1, 0.15):  # the policy clip only: the value clip stays at eps_V 0.2
-        tight = _variant_config(ABLATION[f"dapo-confirm-eps-pi{eps_pi}"])
-        assert tight == dataclasses.replace(today, clip_eps=eps_pi) and tight.eps_v_start == 0.2
-    for log_std in (-0.5, -1.5):
-        noise = _variant_config(ABLATION[f"dapo-confirm-logstd{log_std}"])
-        assert noise == dataclasses.replace(today, log_std_init=log_std)
-    value_tight = _variant_config(ABLATION["dapo-confirm-epsV0.1"])  # the value clip only: eps_pi stays 0.2
-    assert value_tight == dataclasses.replace(today, eps_v_start=0.1) and value_tight.clip_eps == 0.2
-    assert _variant_config(ABLATION["dapo-confirm-no-value-clip"]) == dataclasses.replace(today, clip_value=False)
-    assert _variant_config(ABLATION["dapo-confirm-dynamic"]) == dataclasses.replace(today, dynamic_sampling=True)
-    assert _variant_config(ABLATION["dapo-confirm-systematic"]) == dataclasses.replace(
-        today, dynamic_sampling=True, resampling="systematic")
-    assert _variant_config(ABLATION["dapo-confirm-kl0.05"]) == dataclasses.replace(today, target_kl=0.05)
+    assert today.clip_eps == 0.2 and today.eps_v_start == 0.2  # the decoupled clip variants move one side only
+    one_flag = {  # each ablation of today's defaults differs from them by its flag alone
+        "dapo-confirm-clip-higher": dict(clip_eps_low=0.2, clip_eps_high=0.28),
+        "dapo-confirm-eps-pi0.1": dict(clip_eps=0.1), "dapo-confirm-eps-pi0.15": dict(clip_eps=0.15),
+        "dapo-confirm-epsV0.1": dict(eps_v_start=0.1), "dapo-confirm-no-value-clip": dict(clip_value=False),
+        "dapo-confirm-logstd-0.5": dict(log_std_init=-0.5), "dapo-confirm-logstd-1.5": dict(log_std_init=-1.5),
+        "dapo-confirm-dynamic": dict(dynamic_sampling=True),
+        "dapo-confirm-systematic": dict(dynamic_sampling=True, resampling="systematic"),
+        "dapo-confirm-kl0.05": dict(target_kl=0.05),
+    }
+    for name, changes in one_flag.items():
+        assert _variant_config(ABLATION[name]) == dataclasses.replace(today, **changes), name
     v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
     assert v5 == dataclasses.replace(today, collapse_confirm=0)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
