@@ -114,6 +114,10 @@ class TrainConfig:
     DAPO with 0.008 and --no-anneal-lr: best of three settings at 300k steps on HalfCheetah/Walker2d, not
     significant (experiments/results/mujoco/ablation_kl), and behind the default at 1M steps
     (experiments/results/mujoco_1M/ablation)."""
+    kl_lr_max_scale: float = 10.0
+    """Highest multiplier the --target-kl rule may put on the policy learning rate (Isaac Gym's: 10). At 1 the
+    rule only brakes: it never undoes the lr annealing, which it otherwise does once late updates fall below
+    half the target (with --target-kl 0.05 at std e^-1 the scale reached 10 by 1M steps on Humanoid, Ant, Walker2d)."""
     policy_lr_drop_step: Optional[int] = None
     """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
     policy_lr_drop_factor: float = 0.1
@@ -381,6 +385,8 @@ def validate(c: TrainConfig) -> None:
                   unit_interval=("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"))
     _require(c.lambda_min <= c.lambda_max,
              f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
+    _require(c.kl_lr_max_scale >= 1,
+             f"--kl-lr-max-scale must be at least 1 (1: the KL rule only brakes), got {c.kl_lr_max_scale}")
     _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
     _require(c.log_std_init is None or -20 <= c.log_std_init <= 2,
              f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")

@@ -36,7 +36,8 @@ class KLAdaptiveLR:
     Tried because DAPO's prioritised draws make a larger policy step than PPO's at the same learning rate
     (HalfCheetah approx KL 0.012 vs 0.0095). Holding DAPO's KL at PPO's level lost; target 0.008 without
     lr annealing was the best variant at 300k steps, did not separate (experiments/results/mujoco/ablation_kl),
-    and lost at 1M (experiments/results/mujoco_1M/ablation).
+    and lost at 1M (experiments/results/mujoco_1M/ablation).  ``highest=1`` makes it a brake only: with lr
+    annealing, late updates' KL falls below ``target / 2`` and the unbounded rule would raise the rate again.
     """
 
     def __init__(self, target: float, factor: float = 1.5, lowest: float = 0.1, highest: float = 10.0):

@@ -106,7 +106,7 @@ class Trainer:
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
         # Remedies act through these multipliers on the scheduled values.
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0
-        self.kl_lr = schedules.KLAdaptiveLR(cfg.target_kl or 1.0)  # scale stays 1 unless target_kl is set
+        self.kl_lr = schedules.KLAdaptiveLR(cfg.target_kl or 1.0, highest=cfg.kl_lr_max_scale)  # 1 unless target_kl
         self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
         self.health_events: list[dict] = []
         self.best_actor = copy.deepcopy(self.actor.state_dict())

@@ -258,6 +258,7 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
         "dapo-confirm-dynamic": dict(dynamic_sampling=True),
         "dapo-confirm-systematic": dict(dynamic_sampling=True, resampling="systematic"),
         "dapo-confirm-kl0.05": dict(target_kl=0.05),
+        "dapo-confirm-kl0.05-brake": dict(target_kl=0.05, kl_lr_max_scale=1.0),
     }
     for name, changes in one_flag.items():
         assert _variant_config(ABLATION[name]) == dataclasses.replace(today, **changes), name

@@ -191,6 +191,9 @@ def test_kl_adaptive_lr_rule_by_hand():
         pytest.approx([2 / 3, 2 / 3, 1.0, 1.5, 2.0, 2.0, 4 / 3, 8 / 9, 16 / 27, 0.5])
     with pytest.raises(ValueError, match="target_kl must be > 0"):
         schedules.KLAdaptiveLR(0.0)
+    brake = schedules.KLAdaptiveLR(0.01, highest=1.0)  # --kl-lr-max-scale 1: slows down, never speeds past the lr
+    assert [brake.observe(kl) for kl in (0.001, 0.03, 0.03, 0.001, 0.001, 0.001)] == \
+        pytest.approx([1.0, 2 / 3, 4 / 9, 2 / 3, 1.0, 1.0])
 
 
 def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
@@ -201,6 +204,16 @@ def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
     rows = _rows(tmp_path / "metrics.csv")
     assert [float(r["train/lr_policy"]) for r in rows] == pytest.approx([cfg.lr, cfg.lr / 1.5, cfg.lr / 1.5 ** 2])
     assert [float(r["train/lr_value"]) for r in rows] == pytest.approx([cfg.critic_lr] * 3)
+
+
+@pytest.mark.parametrize("max_scale,scales", [(10.0, [1, 1.5, 1.5 ** 2]), (1.0, [1, 1, 1])])
+def test_kl_lr_max_scale_bounds_the_raise(tmp_path, small_config, max_scale, scales):
+    """A huge target (every KL below half of it) raises the policy lr by 1.5 per update, unless capped at 1."""
+    cfg = small_config(tmp_path, algo="dapo", target_kl=1e3, kl_lr_max_scale=max_scale, anneal_lr=False,
+                       total_steps=3 * 256)
+    Trainer(cfg, tmp_path).train(MetricLogger(tmp_path, tensorboard=False))
+    assert [float(r["train/lr_policy"]) for r in _rows(tmp_path / "metrics.csv")] == \
+        pytest.approx([cfg.lr * k for k in scales])
 
 
 def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, small_config):
