@@ -84,6 +84,12 @@ class Distributed:
         dist.all_reduce(t)
         return dict(zip(keys, (t / self.world_size).tolist()))
 
-    def close(self) -> None:
+    def close(self, finished: bool = True) -> None:
+        """Leave the process group.  After a normal finish every rank first meets the others at a barrier,
+        so none tears down its connections while a peer may still be completing the last collective (one
+        CI run had rank 1 abort in gloo right after training).  After an error a peer may be stuck in a
+        collective that will never complete, so the barrier is skipped."""
         if self.enabled and dist.is_initialized():
+            if finished:
+                dist.barrier()
             dist.destroy_process_group()

@@ -123,8 +123,10 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
 
     try:
         train_interruptibly(trainer, logger, progress)
-    finally:
-        trainer.dist.close()
+    except BaseException:
+        trainer.dist.close(finished=False)
+        raise
+    trainer.dist.close()
     if not main:
         if trainer.stop_requested:
             raise RunInterrupted(run_dir)

@@ -1,5 +1,6 @@
 """Data-parallel training with 2 CPU processes (gloo) under torchrun."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +10,14 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+# A rank that aborts (SIGABRT/SIGSEGV) then prints its Python stacks into the failure message.
+ENV = {**os.environ, "PYTHONFAULTHANDLER": "1"}
 
 
 @pytest.mark.parametrize("env,algo", [("CartPole-v1", "dapo"), ("Pendulum-v1", "ppo")])
 def test_ranks_keep_identical_parameters_on_different_data(tmp_path, env, algo):
     proc = subprocess.run(TORCHRUN + [str(REPO / "tests" / "distributed_worker.py"), str(tmp_path), env, algo],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))
     assert not (r0["first_obs"] == r1["first_obs"]).all()          # each rank has its own env seeds
@@ -30,7 +33,7 @@ def test_two_process_run_learns_cartpole(tmp_path):
     proc = subprocess.run(TORCHRUN + ["-m", "core", "run", "--env", "CartPole-v1", "--algo", "ppo",
                                       "--total-steps", "100000", "--run-dir", str(run_dir), "--no-progress",
                                       "--no-tensorboard", "--eval-episodes", "3"],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["final_return_mean"] >= 400, summary
