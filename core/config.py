@@ -116,10 +116,8 @@ class TrainConfig:
     (experiments/results/mujoco_1M/ablation)."""
     kl_lr_max_scale: float = 10.0
     """Highest multiplier the --target-kl rule may put on the policy learning rate (Isaac Gym's: 10). At 1 the
-    rule only brakes: it never undoes the lr annealing, which it otherwise does once late updates fall below
-    half the target (with --target-kl 0.05 at std e^-1 the scale reached 10 by 1M steps on Humanoid, Ant, Walker2d).
-    --target-kl 0.05 with 1 on DAPO's MuJoCo defaults: Humanoid 1938 vs 1036 over 10 seeds (P 0.75), Ant level
-    (experiments/results/mujoco_1M*/ablation)."""
+    rule only brakes and never undoes the lr annealing, as 10 did by 1M steps with --target-kl 0.05. That brake
+    on DAPO's MuJoCo defaults: Humanoid 1938 vs 1036 (10 seeds), Ant level (experiments/results/mujoco_1M*/ablation)."""
     policy_lr_drop_step: Optional[int] = None
     """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
     policy_lr_drop_factor: float = 0.1
