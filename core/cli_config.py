@@ -134,13 +134,15 @@ def write_yaml_config(cfg: Any) -> str:
     return yaml.safe_dump({k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}, sort_keys=False)
 
 
-# Options added after runs were recorded, with the value that reproduces such a run (resume and eval must not
-# hand it today's preset instead): runs from before --joint-grad-clip clipped as their optimisers implied.
-LEGACY_VALUES = {"collapse_confirm": lambda c: 0, "joint_grad_clip": joint_grad_clip}
+# Options added after runs were recorded, or whose saved null meant "off" before a preset filled it, with the value
+# that reproduces such a run (resume and eval must not hand it today's preset instead): runs from before
+# --joint-grad-clip clipped as their optimisers implied; a saved `target_kl: null` ran without the KL rule.
+LEGACY_VALUES = {"collapse_confirm": lambda c: 0, "joint_grad_clip": joint_grad_clip,
+                 "target_kl": lambda c: 0.0, "kl_lr_max_scale": lambda c: 10.0}
 
 
 def load_run_config(run_dir: Path, cls: type = TrainConfig):
-    """The resolved config saved in ``run_dir/config.yaml`` (options it predates: see ``LEGACY_VALUES``)."""
+    """The resolved config saved in ``run_dir/config.yaml`` (options it predates or left null: ``LEGACY_VALUES``)."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
@@ -148,7 +150,7 @@ def load_run_config(run_dir: Path, cls: type = TrainConfig):
     cfg = cls(**values)
     names = {f.name for f in dataclasses.fields(cls)}
     return dataclasses.replace(cfg, **{k: legacy(cfg) for k, legacy in LEGACY_VALUES.items()
-                                       if k in names and k not in values})
+                                       if k in names and values.get(k) is None})
 
 
 def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir: Optional[Path],

@@ -109,15 +109,12 @@ class TrainConfig:
     anneal_lr: bool = True
     """Linearly anneal learning rates to zero over training."""
     target_kl: Optional[float] = None
-    """Adapt the policy learning rate to hold each update's approx KL near this value (x1.5 when below
-    half of it, /1.5 when above twice it, scale kept in [0.1, 10]; Isaac Gym's adaptive rule). Off: None.
-    DAPO with 0.008 and --no-anneal-lr: best of three settings at 300k steps on HalfCheetah/Walker2d, not
-    significant (experiments/results/mujoco/ablation_kl), and behind the default at 1M steps
-    (experiments/results/mujoco_1M/ablation)."""
-    kl_lr_max_scale: float = 10.0
-    """Highest multiplier the --target-kl rule may put on the policy learning rate (Isaac Gym's: 10). At 1 the
-    rule only brakes and never undoes the lr annealing, as 10 did by 1M steps with --target-kl 0.05. That brake
-    on DAPO's MuJoCo defaults: Humanoid 1938 vs 1036 (10 seeds), Ant level (experiments/results/mujoco_1M*/ablation)."""
+    """Adapt the policy learning rate to hold each update's approx KL near this value (x1.5 when below half of it,
+    /1.5 when above twice it; Isaac Gym's adaptive rule). Off: 0 (preset: 0; DAPO on MuJoCo 0.05, see
+    --kl-lr-max-scale). 0.008 with --no-anneal-lr lost at 1M steps (experiments/results/mujoco_1M/ablation)."""
+    kl_lr_max_scale: Optional[float] = None
+    """Highest multiplier the --target-kl rule may put on the policy learning rate (preset: Isaac Gym's 10; DAPO on
+    MuJoCo 1, a brake that never undoes the lr annealing, as 10 did by 1M steps; the lowest is 0.1)."""
     policy_lr_drop_step: Optional[int] = None
     """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
     policy_lr_drop_factor: float = 0.1
@@ -235,16 +232,17 @@ class TrainConfig:
 
 # Env-family presets: "classic" follows the RL-Zoo CartPole tuning, "continuous" CleanRL's MuJoCo PPO,
 # "atari" CleanRL's ppo_atari (rewards sign-clipped by the env, so no reward scaling).
+_KL_RULE_OFF = dict(target_kl=0.0, kl_lr_max_scale=10.0)
 _COMMON = dict(backend="sync", clip_eps=0.2, ent_coef=0.0, eval_deterministic=True, precision="fp32",
-               log_std_init=0.0)
+               log_std_init=0.0, **_KL_RULE_OFF)
 ENV_PRESETS = {
     "classic": dict(_COMMON, num_envs=8, num_steps=32, norm_obs=False, norm_reward=False, gamma=0.98,
                     gae_lambda=0.8, num_epochs=20, num_minibatches=1, lr=1e-3),
     "continuous": dict(_COMMON, num_envs=1, num_steps=2048, norm_obs=True, norm_reward=True, gamma=0.99,
                        gae_lambda=0.95, num_epochs=10, num_minibatches=32, lr=3e-4),
-    "atari": dict(backend="envpool", precision="auto", clip_eps=0.1, ent_coef=0.01, eval_deterministic=False,
-                  log_std_init=0.0, num_envs=8, num_steps=128, norm_obs=False, norm_reward=False, gamma=0.99,
-                  gae_lambda=0.95, num_epochs=4, num_minibatches=4, lr=2.5e-4),
+    "atari": dict(_KL_RULE_OFF, backend="envpool", precision="auto", clip_eps=0.1, ent_coef=0.01,
+                  eval_deterministic=False, log_std_init=0.0, num_envs=8, num_steps=128, norm_obs=False,
+                  norm_reward=False, gamma=0.99, gae_lambda=0.95, num_epochs=4, num_minibatches=4, lr=2.5e-4),
 }
 ALGO_PRESETS = {
     "ppo": dict(auto_lambda=False, separate_optimizers=False, clip_value=False, dynamic_sampling=False,
@@ -254,37 +252,26 @@ ALGO_PRESETS = {
     "dapo": dict(auto_lambda=False, separate_optimizers=True, clip_value=True, dynamic_sampling=True,
                  health_monitors=True, collapse_confirm=0),
 }
-# DAPO on continuous control (MuJoCo), chosen by the 1M-step benchmark (issue #4; 5 seeds on each of four
-# envs): GRPO's explained-variance lambda rule and a constant value clip of 0.2 in place of the SPEC's fixed
-# lambda and eps_V 0.5 -> 0.3 (won 0.56 / 0.84 / 0.84 of run pairs on HalfCheetah, Humanoid, Ant; 0.40 on
-# Walker2d), and uniform minibatches in place of the advantage-weighted draws: on these settings uniform won
-# 0.64 / 0.72 / 0.56 / 0.40 of run pairs (HalfCheetah, Walker2d, Humanoid, Ant; on the SPEC's settings 0.36 /
-# 0.80 / 0.36 / 0.64), i.e. no env shows the draws helping reliably, and this configuration has the best
-# cross-env IQM of the DAPO configurations run on all four envs.  README "What DAPO adds" has the numbers.
-# On today's defaults (std e^-1, joint clip) uniform minibatches won 0.76 / 0.60 / 0.44 / 0.72 against the draws
-# (5 seeds each; Humanoid level; experiments/results/MUJOCO.md).
-# `--dynamic-sampling` turns the draws back on; other env families keep the SPEC's settings.
-# And an initial action std of e^-1 in place of CleanRL's 1: with std 1, 7 of 10 HalfCheetah runs learned to run
-# on their back (~1800) instead of upright (3000+); with e^-1 none of 10 did (6017 vs 2411), and Humanoid and Ant
-# rose too (1063 vs 745, 1515 vs 789; P 0.88, 0.86; 5 seeds), Walker2d fell (3097 vs 3677, P 0.24); the std-1
-# defaults had 10 seeds on each env.  GRPO and PPO gain as much from it (HalfCheetah), so it is not a DAPO mechanism; the
-# baselines keep CleanRL's std 1 to stay comparable with published numbers.
-# And one gradient-norm clip over both networks, as PPO and GRPO have: per-network clipping (DAPO's separate optimisers
-# taken literally) won only on Humanoid.  At std e^-1 the joint clip won 0.50 / 0.80 / 0.24 / 0.68 of run pairs
-# (HalfCheetah, Walker2d, Humanoid, Ant; 5 seeds against 10 / 10 / 5 / 5), and with std 1 GRPO's joint clip had won
-# 0.59 / 0.67 / 0.51 / 0.53 against dapo-v3's per-network one (10 seeds each).  Under the joint clip the critic's
-# small gradient is scaled down with the actor's and Adam's eps absorbs part of its step (experiments/adam_step_share.py);
-# a uniformly slower critic (lr 1.5e-4) did not reproduce the gain (Walker2d 2914 vs 3097).  With it, DAPO on MuJoCo
-# trains exactly as GRPO with std e^-1 until a health monitor fires (tests/test_trainer.py; 14 of the 20 1M runs).
-# And a collapse remedy that waits for a second window of fresh episodes (collapse_confirm=1): a walker or an ant
-# that falls ends many short episodes in one rollout, which filled the 10-episode window on their own; acting on the
-# first window, the monitor fired in 2 of 10 Walker2d and 9 of 10 Ant runs, and GRPO's same-seed runs (identical
-# until the first firing, no monitor) ended ahead of the remedied run in 6 of those 11.  Waiting, it fired once in
-# the 20 (Ant).  Returns: Walker2d 4008 vs 3832 (P 0.57), Ant 1849 vs 1995 (P 0.46), 10 seeds; HalfCheetah and
-# Humanoid had no firing either way.
+# DAPO on continuous control (MuJoCo), chosen by the 1M-step benchmark (issue #4; P = share of run pairs won on
+# HalfCheetah / Walker2d / Humanoid / Ant; runs and reasons: README "Why each MuJoCo default", experiments/results/MUJOCO.md):
+# 1. GRPO's explained-variance lambda rule and a constant eps_V of 0.2 (vs the SPEC's fixed lambda, eps_V 0.5 -> 0.3):
+#    P 0.56 / 0.40 / 0.84 / 0.84.
+# 2. Uniform minibatches (vs the advantage-weighted draws, which raise the per-update KL): P 0.64 / 0.72 / 0.56 / 0.40;
+#    on the later defaults the draws lost again (P 0.24 / 0.40 / 0.56 / 0.28). `--dynamic-sampling` restores them.
+# 3. Initial action std e^-1 (vs CleanRL's 1): with std 1 most HalfCheetah runs learned to run on their back; GRPO and
+#    PPO gain as much, so the baselines keep std 1 to stay comparable with published numbers.
+# 4. One gradient-norm clip over both networks, as PPO and GRPO have (vs one per network): P 0.45 / 0.77 / 0.34 / 0.70.
+#    With 1-4, DAPO trains exactly as GRPO with std e^-1 until a health monitor fires or the brake (6) acts
+#    (tests/test_trainer.py).
+# 5. A collapse remedy that waits for a second window of fresh episodes: falls filled the 10-episode window on
+#    their own and fired the remedy in 11 of 20 Walker2d / Ant runs; waiting, it fired once; returns level.
+# 6. A KL brake on the policy rate (/1.5 after an update whose approx KL exceeds 0.1, never above the annealed rate):
+#    Humanoid took KL steps of 0.17-0.25; braked 1938 vs 1036 (10 seeds, P 0.75), Ant 1961 vs 1849 (P 0.54); idle
+#    on HalfCheetah / Walker2d, where an idle brake leaves a run identical to the last digit.
+# Other env families keep the SPEC's settings.
 FAMILY_ALGO_PRESETS = {("continuous", "dapo"): dict(auto_lambda=True, eps_v_start=0.2, eps_v_schedule="constant",
                                                     dynamic_sampling=False, log_std_init=-1.0, joint_grad_clip=True,
-                                                    collapse_confirm=1)}
+                                                    collapse_confirm=1, target_kl=0.05, kl_lr_max_scale=1.0)}
 SPEC_EPS_V = dict(eps_v_start=0.5, eps_v_schedule="linear")  # SPEC 2.3's value-clip schedule
 
 
@@ -377,10 +364,9 @@ def validate(c: TrainConfig) -> None:
     check_shared(c, ALGOS)
     check_numbers(c, at_least_one=("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window",
                                    "divergence_window", "torch_threads"),
-                  non_negative=("collapse_confirm",),
+                  non_negative=("collapse_confirm", "target_kl"),
                   positive=("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
-                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every",
-                            "target_kl"),
+                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every"),
                   below_one=("clip_eps", "clip_eps_low"),
                   unit_interval=("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"))
     _require(c.lambda_min <= c.lambda_max,

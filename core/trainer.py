@@ -178,7 +178,7 @@ class Trainer:
         t2 = time.perf_counter()
         train = self.dist.mean_metrics(self.update(eps_low, eps_high, eps_v))
         self.rollouts.wait()
-        if c.target_kl is not None:
+        if c.target_kl:  # 0: off
             self.kl_lr.observe(train.get("train/approx_kl", math.nan))
         self.sampler.temperature.on_update()
         t3 = time.perf_counter()

@@ -33,10 +33,13 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # "dapo-v2"); those of 3f1c8c6..11d9224, which drop the draws on MuJoCo, are "dapo-grpo-settings" (rows
 # labelled "dapo-v3"); those of 11d9224..7badec4, which also start with less action noise, are
 # "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); those of 7badec4..dd331ea, which also clip both
-# networks' gradients by one norm, are "dapo-joint-grad-clip" (rows labelled "dapo-v5"); today's, whose collapse
-# monitor also waits for a second window of fresh episodes, are "dapo-collapse-confirm" (the main suite's "dapo").
+# networks' gradients by one norm, are "dapo-joint-grad-clip" (rows labelled "dapo-v5"); those of dd331ea..e09766b,
+# whose collapse monitor also waits for a second window of fresh episodes, are "dapo-collapse-confirm" (rows labelled
+# "dapo-v6"); today's, which also brake the policy rate while approx KL runs high, are "dapo-confirm-kl0.05-brake"
+# (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
-           "--dynamic-sampling", "--log-std-init", "0", "--no-joint-grad-clip", "--collapse-confirm", "0"]
+           "--dynamic-sampling", "--log-std-init", "0", "--no-joint-grad-clip", "--collapse-confirm", "0",
+           "--target-kl", "0", "--kl-lr-max-scale", "10"]
 # the MuJoCo defaults of 3f1c8c6..11d9224, spelled out from DAPO_V1 for the same reason
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
 # and those of 11d9224..7badec4, which also start the Gaussian policy at std e^-1
@@ -125,8 +128,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     "dapo-confirm-kl0.05": [*DAPO_CONFIRM, "--target-kl", "0.05"],
     # ... and the same rule as a brake only (--kl-lr-max-scale 1): the x1.5 rule also raised the rate, 1.5x mid-run on
     # Walker2d and, in each of the nine Humanoid/Ant/Walker2d runs checked, from 700k-910k steps on up to its cap 10x
-    # by 1M, where the annealed updates fall below half the target.  Humanoid, 10 seeds: 1938 +- 1085 vs 1036 +- 382
-    # (P 0.75); Ant level (5 seeds, P 0.52); never acts on HalfCheetah / Walker2d (KL < 0.1)
+    # by 1M, where the annealed updates fall below half the target.  10 seeds: Humanoid 1938 +- 1085 vs 1036 +- 382
+    # (P 0.75), Ant 1961 +- 508 vs 1849 +- 462 (P 0.54); never acts on HalfCheetah / Walker2d (KL < 0.1).
+    # Today's default.
     "dapo-confirm-kl0.05-brake": [*DAPO_CONFIRM, "--target-kl", "0.05", "--kl-lr-max-scale", "1"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],

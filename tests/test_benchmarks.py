@@ -239,18 +239,21 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
 
 
 def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
-    """The main table's dapo column is the dapo-collapse-confirm ablation, its dapo-v5 column dapo-joint-grad-clip,
-    dapo-v4 dapo-grpo-settings-logstd-1, dapo-v3 dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags
-    must resolve to exactly what plain --algo dapo resolves to now (v5: with a collapse remedy on the first window
-    showing the drop; v4: that and per-network gradient clipping; v3: that and CleanRL's initial action std 1; v2:
-    that and the draws on), and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
+    """The main table's dapo column is the dapo-confirm-kl0.05-brake ablation, its dapo-v6 column
+    dapo-collapse-confirm, dapo-v5 dapo-joint-grad-clip, dapo-v4 dapo-grpo-settings-logstd-1, dapo-v3
+    dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags must resolve to exactly what plain --algo
+    dapo resolves to now (v6: without the KL brake; v5: that and a collapse remedy on the first window showing the
+    drop; v4: that and per-network gradient clipping; v3: that and CleanRL's initial action std 1; v2: that and the
+    draws on), and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
     from experiments.mujoco_benchmark import ABLATION, MAIN
     today = _variant_config(MAIN["dapo"])
     assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
-    assert today.collapse_confirm == 1
-    assert _variant_config(ABLATION["dapo-collapse-confirm"]) == today
-    assert today.clip_eps == 0.2 and today.eps_v_start == 0.2  # the decoupled clip variants move one side only
-    one_flag = {  # each ablation of today's defaults differs from them by its flag alone
+    assert today.collapse_confirm == 1 and (today.target_kl, today.kl_lr_max_scale) == (0.05, 1.0)
+    assert _variant_config(ABLATION["dapo-confirm-kl0.05-brake"]) == today
+    v6 = _variant_config(ABLATION["dapo-collapse-confirm"])
+    assert v6 == dataclasses.replace(today, target_kl=0.0, kl_lr_max_scale=10.0)
+    assert v6.clip_eps == 0.2 and v6.eps_v_start == 0.2  # the decoupled clip variants move one side only
+    one_flag = {  # each ablation of the v6 defaults differs from them by its flag alone
         "dapo-confirm-clip-higher": dict(clip_eps_low=0.2, clip_eps_high=0.28),
         "dapo-confirm-eps-pi0.1": dict(clip_eps=0.1), "dapo-confirm-eps-pi0.15": dict(clip_eps=0.15),
         "dapo-confirm-epsV0.1": dict(eps_v_start=0.1), "dapo-confirm-no-value-clip": dict(clip_value=False),
@@ -261,9 +264,9 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
         "dapo-confirm-kl0.05-brake": dict(target_kl=0.05, kl_lr_max_scale=1.0),
     }
     for name, changes in one_flag.items():
-        assert _variant_config(ABLATION[name]) == dataclasses.replace(today, **changes), name
+        assert _variant_config(ABLATION[name]) == dataclasses.replace(v6, **changes), name
     v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
-    assert v5 == dataclasses.replace(today, collapse_confirm=0)
+    assert v5 == dataclasses.replace(v6, collapse_confirm=0)
     v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
     assert v4 == dataclasses.replace(v5, joint_grad_clip=False)
     v3 = _variant_config(ABLATION["dapo-grpo-settings"])

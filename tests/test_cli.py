@@ -57,7 +57,7 @@ def test_unknown_env_suggests_close_matches(capsys, tmp_path):
     (["--num-minibatches", "7"], "not divisible"),
     (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
     (["--device", "tpu"], "--device must be"),
-    (["--target-kl", "0"], "--target-kl must be positive"),
+    (["--target-kl", "-0.1"], "--target-kl must be >= 0"),
     (["--kl-lr-max-scale", "0.5"], "--kl-lr-max-scale must be at least 1"),
 ])
 def test_invalid_hyper_parameters(capsys, tmp_path, argv, expect):

@@ -35,7 +35,8 @@ def test_the_run_start_line_names_the_preset_choices():
     assert line == ("dapo on HalfCheetah-v5: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
                     "minibatches uniform (--dynamic-sampling for advantage-weighted draws); "
                     "gradient norm clipped jointly over actor and critic; collapse remedy once 2 windows in a row "
-                    "show the drop; initial action log-std -1.0 (std 0.37)")
+                    "show the drop; policy lr /1.5 after each update with approx KL > 0.1, never above schedule; "
+                    "initial action log-std -1.0 (std 0.37)")
     line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
@@ -75,3 +76,29 @@ def test_collapse_confirm_preset_and_runs_recorded_before_it(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     loaded = resolve(load_run_config(tmp_path), "continuous")
     assert loaded == dataclasses.replace(today, collapse_confirm=0, joint_grad_clip=False)
+
+
+def test_kl_brake_preset_and_runs_recorded_before_it(tmp_path):
+    """DAPO on MuJoCo brakes its policy lr on KL > 0.1 (--target-kl 0.05, --kl-lr-max-scale 1); everywhere else the
+    KL rule is off (0) with Isaac Gym's cap 10 for whoever turns it on, and --target-kl 0 turns the brake off. A run
+    directory whose config.yaml saved target_kl null (off, before the preset existed) or predates the options loads
+    with the rule off, so resume and eval reproduce it."""
+    import dataclasses
+
+    import yaml
+
+    from core.cli_config import load_run_config, write_yaml_config
+    today = resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous")
+    assert (today.target_kl, today.kl_lr_max_scale) == (0.05, 1.0)
+    assert [(c.target_kl, c.kl_lr_max_scale) for c in (resolve(TrainConfig(algo=a), f) for a, f in
+            (("dapo", "classic"), ("dapo", "atari"), ("grpo", "continuous"), ("ppo", "continuous")))] == \
+        [(0.0, 10.0)] * 4
+    assert resolve(TrainConfig(algo="dapo", target_kl=0.0), "continuous").target_kl == 0.0
+    off = dataclasses.replace(today, target_kl=0.0, kl_lr_max_scale=10.0)
+    saved = yaml.safe_load(write_yaml_config(today))
+    for old in ({**saved, "target_kl": None, "kl_lr_max_scale": 10.0},
+                {k: v for k, v in saved.items() if k not in ("target_kl", "kl_lr_max_scale")}):
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+        assert resolve(load_run_config(tmp_path), "continuous") == off
+    (tmp_path / "config.yaml").write_text(write_yaml_config(today))
+    assert resolve(load_run_config(tmp_path), "continuous") == today

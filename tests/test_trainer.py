@@ -196,14 +196,29 @@ def test_kl_adaptive_lr_rule_by_hand():
         pytest.approx([1.0, 2 / 3, 4 / 9, 2 / 3, 1.0, 1.0])
 
 
-def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config):
-    """A tiny target (every update's KL exceeds it) shrinks the policy lr by 1.5 per update; the critic's stays."""
-    cfg = small_config(tmp_path, algo="dapo", target_kl=1e-9, anneal_lr=False, total_steps=3 * 256)
+@pytest.mark.parametrize("target,scales", [(1e-9, [1, 1 / 1.5, 1 / 1.5 ** 2]), (0.0, [1, 1, 1])])
+def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config, target, scales):
+    """A tiny target (every update's KL exceeds it) shrinks the policy lr by 1.5 per update, target 0 (off) keeps
+    it; the critic's stays."""
+    cfg = small_config(tmp_path, algo="dapo", target_kl=target, anneal_lr=False, total_steps=3 * 256)
     t = Trainer(cfg, tmp_path)
     t.train(MetricLogger(tmp_path, tensorboard=False))
     rows = _rows(tmp_path / "metrics.csv")
-    assert [float(r["train/lr_policy"]) for r in rows] == pytest.approx([cfg.lr, cfg.lr / 1.5, cfg.lr / 1.5 ** 2])
+    assert [float(r["train/lr_policy"]) for r in rows] == pytest.approx([cfg.lr * k for k in scales])
     assert [float(r["train/lr_value"]) for r in rows] == pytest.approx([cfg.critic_lr] * 3)
+
+
+def test_a_kl_brake_that_never_acts_leaves_the_run_unchanged(tmp_path, small_config):
+    """With --kl-lr-max-scale 1 and every update's KL below twice the target the scale stays 1, and the run is the
+    run without the rule, value for value (why DAPO's MuJoCo brake changes nothing where KL stays below 0.1)."""
+    curves = {}
+    for name, target in (("off", 0.0), ("idle-brake", 1e3)):
+        (run := tmp_path / name).mkdir()
+        cfg = small_config(run, algo="dapo", target_kl=target, kl_lr_max_scale=1.0, total_steps=3 * 256)
+        Trainer(cfg, run).train(MetricLogger(run, tensorboard=False))
+        curves[name] = [{k: v for k, v in r.items() if not k.startswith("time/")}
+                        for r in _rows(run / "metrics.csv")]
+    assert curves["idle-brake"] == curves["off"]
 
 
 @pytest.mark.parametrize("max_scale,scales", [(10.0, [1, 1.5, 1.5 ** 2]), (1.0, [1, 1, 1])])
@@ -245,18 +260,20 @@ def test_log_std_init_reaches_the_trainers_gaussian_actor(tmp_path, small_config
 
 @pytest.mark.parametrize("numpy_update", [True, False])  # the NumPy fast path and the torch update
 def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, small_config, numpy_update):
-    """On MuJoCo's DAPO settings (GRPO's lambda rule, eps_V = clip_eps = 0.2, uniform minibatches) the only
-    update difference left from GRPO is the per-network gradient clip (the health monitors only act when they
-    fire): with --joint-grad-clip the run is GRPO's, value for value; without it, it is not."""
+    """On MuJoCo's DAPO settings (GRPO's lambda rule, eps_V = clip_eps = 0.2, uniform minibatches; the KL brake
+    given to both) the only update difference left from GRPO is the per-network gradient clip (the health monitors
+    only act when they fire): with --joint-grad-clip the run is GRPO's, value for value; without it, it is not."""
     from core.runner import run_experiment
 
     common = dict(env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=1024, num_minibatches=8, auto_lambda=True,
                   health_monitors=False, dynamic_sampling=False, eps_v_start=0.2, eps_v_schedule="constant",
-                  log_std_init=-1.0, numpy_update=numpy_update)
+                  log_std_init=-1.0, numpy_update=numpy_update, target_kl=1e-6, kl_lr_max_scale=1.0)
     curves = {}
     for name, algo, joint in (("grpo", "grpo", None), ("dapo-joint", "dapo", True), ("dapo", "dapo", False)):
         run_experiment(small_config(tmp_path / name, algo=algo, joint_grad_clip=joint, **common))
-        curves[name] = [(r["train/value_loss"], r["train/approx_kl"], r["train/grad_scale_actor"])
+        curves[name] = [(r["train/value_loss"], r["train/approx_kl"], r["train/grad_scale_actor"],
+                         float(r["train/lr_policy"]) / float(r["train/lr_value"]))
                         for r in csv.DictReader(open(tmp_path / name / "metrics.csv"))]
     assert curves["dapo-joint"] == curves["grpo"]
     assert curves["dapo"] != curves["grpo"]
+    assert min(r[3] for r in curves["grpo"]) < 1  # the brake acted
