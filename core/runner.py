@@ -18,6 +18,7 @@ from core.envs import check_env_id, env_family
 from core.evaluation import evaluate, mean_std
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
+from core.schedules import KLAdaptiveLR
 from core.trainer import Trainer
 
 
@@ -51,10 +52,12 @@ def settings_line(cfg: TrainConfig) -> str:
                                                  else "per network"))
     if cfg.health_monitors and cfg.collapse_confirm:
         parts.append(f"collapse remedy once {cfg.collapse_confirm + 1} windows in a row show the drop")
-    if cfg.target_kl:
-        parts.append(f"policy lr /1.5 after each update with approx KL > {2 * cfg.target_kl:g}, never above schedule"
-                     if cfg.kl_lr_max_scale == 1 else
-                     f"policy lr adapted to hold approx KL near {cfg.target_kl:g} (x0.1 .. x{cfg.kl_lr_max_scale:g})")
+    if cfg.target_kl and cfg.kl_lr_max_scale == 1:
+        parts.append(f"policy lr /{KLAdaptiveLR.FACTOR:g} after each update with approx KL > {2 * cfg.target_kl:g}, "
+                     "never above schedule")
+    elif cfg.target_kl:
+        parts.append(f"policy lr adapted to hold approx KL near {cfg.target_kl:g} "
+                     f"(x{KLAdaptiveLR.LOWEST:g} .. x{cfg.kl_lr_max_scale:g})")
     if cfg.log_std_init:  # only Box actions have a log-std; every family's preset is 0 except dapo on MuJoCo
         parts.append(f"initial action log-std {cfg.log_std_init} (std {math.exp(cfg.log_std_init):.2f})")
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)

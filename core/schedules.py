@@ -40,7 +40,9 @@ class KLAdaptiveLR:
     annealing, late updates' KL falls below ``target / 2`` and the unbounded rule would raise the rate again.
     """
 
-    def __init__(self, target: float, factor: float = 1.5, lowest: float = 0.1, highest: float = 10.0):
+    FACTOR, LOWEST = 1.5, 0.1  # defaults, named so the run's start line can describe the rule
+
+    def __init__(self, target: float, factor: float = FACTOR, lowest: float = LOWEST, highest: float = 10.0):
         if target <= 0 or factor <= 1:
             raise ValueError(f"target_kl must be > 0 and factor > 1, got {target} and {factor}")
         self.target, self.factor, self.lowest, self.highest = target, factor, lowest, highest
