@@ -23,7 +23,7 @@ import multiprocessing as mp
 import sys
 import traceback
 import weakref
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -47,6 +47,7 @@ class WorkerSpec(NamedTuple):
     norm_reward: bool
     gamma: float
     hidden_sizes: tuple[int, ...]
+    critic_hidden_sizes: Optional[tuple[int, ...]] = None  # None: hidden_sizes
 
 
 def _numpy_state(module: nn.Module) -> dict[str, np.ndarray]:
@@ -62,7 +63,8 @@ def _serve(conn, spec: WorkerSpec) -> None:
     threadpool_limits(1, user_api="blas")
     try:
         envs = make_backend(spec.env_id, spec.num_envs, spec.backend, spec.seed)
-        actor, critic = build_networks(envs.single_observation_space, envs.single_action_space, spec.hidden_sizes)
+        actor, critic = build_networks(envs.single_observation_space, envs.single_action_space, spec.hidden_sizes,
+                                       critic_hidden=spec.critic_hidden_sizes)
         obs_norm = ObsNormalizer(envs.single_observation_space.shape, spec.norm_obs)
         reward_scaler = RewardScaler(spec.num_envs, spec.gamma, spec.norm_reward)
         collector = Collector(envs, spec.num_steps, obs_norm, reward_scaler, torch.device("cpu"), spec.seed,

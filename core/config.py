@@ -138,6 +138,8 @@ class TrainConfig:
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and critic MLPs (Atari uses the Nature-DQN CNN instead)."""
+    critic_hidden_sizes: Optional[tuple[int, ...]] = None
+    """Hidden layer widths of the critic MLP alone (default: --hidden-sizes)."""
     log_std_init: Optional[float] = None
     """Initial log standard deviation of the Gaussian policy for Box actions (preset: 0, i.e. std 1, CleanRL's;
     -1 for dapo on MuJoCo, where a smaller initial action noise keeps HalfCheetah from learning to run on its
@@ -289,6 +291,8 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
         out.window = out.num_envs * out.num_steps
     if out.critic_lr is None:
         out.critic_lr = out.lr
+    if out.critic_hidden_sizes is None:
+        out.critic_hidden_sizes = tuple(out.hidden_sizes)
     if out.proximal_clip is None:
         out.proximal_clip = out.overlap
     out.joint_grad_clip = joint_grad_clip(out)
@@ -346,8 +350,10 @@ def check_shared(c, algos) -> None:
              f"unknown --temperature-mode '{c.temperature_mode}'; choose one of: {', '.join(TEMPERATURE_MODES)}")
     _require((c.ent_coef is None or c.ent_coef >= 0) and c.vf_coef >= 0, "--ent-coef and --vf-coef must be >= 0")
     _require(c.divergence_factor > 1, f"--divergence-factor must be > 1, got {c.divergence_factor}")
-    _require(len(c.hidden_sizes) > 0 and all(h > 0 for h in c.hidden_sizes),
-             f"--hidden-sizes must be positive integers, got {c.hidden_sizes}")
+    for name in ("hidden_sizes", "critic_hidden_sizes"):
+        sizes = getattr(c, name, None)
+        _require(sizes is None or (len(sizes) > 0 and all(h > 0 for h in sizes)),
+                 f"{flag(name)} must be positive integers, got {sizes}")
 
 
 def check_minibatches(batch: int, what: str, num_minibatches: int, window: Optional[int]) -> None:

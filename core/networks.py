@@ -193,9 +193,11 @@ class SharedEncoderCritic(nn.Module):
 
 
 def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
-                   bf16: bool = False, log_std_init: float = 0.0) -> tuple[nn.Module, nn.Module]:
+                   bf16: bool = False, log_std_init: float = 0.0,
+                   critic_hidden: Optional[Sequence[int]] = None) -> tuple[nn.Module, nn.Module]:
     """Actor and critic for the spaces.  Flat observations: separate MLPs (DAPO's decoupled optimisers
-    act on them; Box actions start with log-std ``log_std_init``).  Image observations ``(C, H, W)``: one
+    act on them; the critic's widths are ``critic_hidden``, default ``hidden``; Box actions start with
+    log-std ``log_std_init``).  Image observations ``(C, H, W)``: one
     Nature-DQN encoder owned by the actor, with a policy head and a value head (:class:`SharedEncoderCritic`)."""
     obs_dim = int(np.prod(obs_space.shape))
     if len(obs_space.shape) == 3:
@@ -205,6 +207,7 @@ def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[
         encoder = NatureCNN(512, bf16=bf16)
         actor = CategoricalActor(obs_dim, n, hidden, net=nn.Sequential(encoder, orthogonal_init(nn.Linear(512, n), 0.01)))
         return actor, SharedEncoderCritic(encoder, orthogonal_init(nn.Linear(512, 1), 1.0))
+    critic = Critic(obs_dim, hidden if critic_hidden is None else critic_hidden)
     if isinstance(act_space, gym.spaces.Discrete):
-        return CategoricalActor(obs_dim, int(act_space.n), hidden), Critic(obs_dim, hidden)
-    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init), Critic(obs_dim, hidden)
+        return CategoricalActor(obs_dim, int(act_space.n), hidden), critic
+    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init), critic

@@ -76,7 +76,7 @@ class Trainer:
         self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
-                                       cfg.log_std_init)
+                                       cfg.log_std_init, cfg.critic_hidden_sizes)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
@@ -130,7 +130,7 @@ class Trainer:
                                                                        c.backend, self.dist.enabled):
             self.envs.close()  # the worker makes its own, seeded alike
             spec = WorkerSpec(c.env, c.num_envs, c.backend, seed, c.num_steps, c.norm_obs, c.norm_reward, c.gamma,
-                              tuple(c.hidden_sizes))
+                              tuple(c.hidden_sizes), tuple(c.critic_hidden_sizes))
             return CollectorProcess(spec, self.obs_norm, self.reward_scaler)
         return Collector(self.envs, c.num_steps, self.obs_norm, self.reward_scaler, self.device, seed, c.numpy_acting)
 

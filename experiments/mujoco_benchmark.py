@@ -45,7 +45,8 @@ DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", 
 # and those of 11d9224..7badec4, which also start the Gaussian policy at std e^-1
 DAPO_V4 = [*DAPO_V3, "--log-std-init", "-1"]
 DAPO_V5 = [*DAPO_V4, "--joint-grad-clip"]  # and those of 7badec4..dd331ea, one gradient-norm clip over both networks
-DAPO_CONFIRM = [*DAPO_V5, "--collapse-confirm", "1"]  # today's: the remedy waits for a confirming window
+DAPO_CONFIRM = [*DAPO_V5, "--collapse-confirm", "1"]  # and those of dd331ea..e09766b: the remedy waits to confirm
+DAPO_BRAKE = [*DAPO_CONFIRM, "--target-kl", "0.05", "--kl-lr-max-scale", "1"]  # today's: and the KL brake
 ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the defaults they were measured against
     "dapo-v1": DAPO_V1,
     # one optimiser: value clip = eps_pi, one learning rate, one gradient-norm clip
@@ -131,7 +132,12 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # by 1M, where the annealed updates fall below half the target.  10 seeds: Humanoid 1938 +- 1085 vs 1036 +- 382
     # (P 0.75), Ant 1961 +- 508 vs 1849 +- 462 (P 0.54); never acts on HalfCheetah / Walker2d (KL < 0.1).
     # Today's default.
-    "dapo-confirm-kl0.05-brake": [*DAPO_CONFIRM, "--target-kl", "0.05", "--kl-lr-max-scale", "1"],
+    "dapo-confirm-kl0.05-brake": DAPO_BRAKE,
+    # ... with a wider critic (256, 256; the actor stays 64, 64): on Walker2d, where the three methods are level,
+    # what lifted GRPO over PPO at std e^-1 was the critic side (its value clip with the explained-variance lambda
+    # rule), and Andrychowicz et al. (2021) found wide value networks helpful on MuJoCo. DAPO's separate optimisers
+    # already treat the critic as its own model
+    "dapo-brake-critic256": [*DAPO_BRAKE, "--critic-hidden-sizes", "256", "256"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],
