@@ -92,9 +92,10 @@ def test_collector_paths_agree_on_values(numpy_acting):
         torch.testing.assert_close(ro.logp.reshape(-1), logp, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("critic_hidden", [(16, 16), (12,)])
+@pytest.mark.parametrize("critic_hidden", [(16, 16), (40, 24), (12,)])
 def test_actor_and_critic_in_one_forward_or_two(critic_hidden):
-    """Equal depths run as one side-by-side/block-diagonal MLP, other depths separately: same outputs."""
+    """Equal depths (widths equal or not) run as one side-by-side/block-diagonal MLP, other depths separately: same
+    outputs."""
     actor, critic = _perturbed(GaussianActor(5, 3, (16, 16))), _perturbed(Critic(5, critic_hidden))
     acting = NumpyActing(actor, critic, np.random.default_rng(0))
     assert (acting.fused is not None) == (len(critic_hidden) == 2)

@@ -59,6 +59,7 @@ def test_unknown_env_suggests_close_matches(capsys, tmp_path):
     (["--device", "tpu"], "--device must be"),
     (["--target-kl", "-0.1"], "--target-kl must be >= 0"),
     (["--kl-lr-max-scale", "0.5"], "--kl-lr-max-scale must be at least 1"),
+    (["--critic-hidden-sizes", "64", "0"], "--critic-hidden-sizes must be positive integers"),
 ])
 def test_invalid_hyper_parameters(capsys, tmp_path, argv, expect):
     _one_line_error(capsys, ["run", "--run-dir", str(tmp_path / "r"), *argv], expect)

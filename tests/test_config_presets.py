@@ -102,3 +102,20 @@ def test_kl_brake_preset_and_runs_recorded_before_it(tmp_path):
         assert resolve(load_run_config(tmp_path), "continuous") == off
     (tmp_path / "config.yaml").write_text(write_yaml_config(today))
     assert resolve(load_run_config(tmp_path), "continuous") == today
+
+
+def test_critic_widths_default_to_the_actors_and_runs_recorded_before_them(tmp_path):
+    """--critic-hidden-sizes unset takes --hidden-sizes; a run directory saved before the option existed (or with it
+    null) reloads with the actor's widths, so resume and eval rebuild the critic it trained."""
+    import yaml
+
+    from core.cli_config import load_run_config, write_yaml_config
+    assert resolve(TrainConfig(hidden_sizes=(32, 16)), "classic").critic_hidden_sizes == (32, 16)
+    wide = resolve(TrainConfig(env="HalfCheetah-v5", critic_hidden_sizes=(256, 256)), "continuous")
+    assert wide.hidden_sizes == (64, 64) and wide.critic_hidden_sizes == (256, 256)
+    saved = yaml.safe_load(write_yaml_config(resolve(TrainConfig(hidden_sizes=(8,)), "classic")))
+    for old in ({**saved, "critic_hidden_sizes": None}, {k: v for k, v in saved.items() if k != "critic_hidden_sizes"}):
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+        assert load_run_config(tmp_path).critic_hidden_sizes == (8,)
+    (tmp_path / "config.yaml").write_text(write_yaml_config(wide))
+    assert load_run_config(tmp_path).critic_hidden_sizes == (256, 256)

@@ -28,10 +28,10 @@ def _data(discrete: bool, seed: int = 0) -> Transitions:
                        advantages=2 * torch.randn(N, generator=g), returns=torch.randn(N, generator=g))
 
 
-def _setup(dynamic: bool, importance: bool, discrete: bool = False):
+def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidden=(16, 16)):
     torch.manual_seed(0)
     actor = CategoricalActor(OBS, ACT, (16, 16)) if discrete else GaussianActor(OBS, ACT, (16, 16))
-    critic = Critic(OBS, (16, 16))
+    critic = Critic(OBS, critic_hidden)
     opt = torch.optim.Adam([{"params": actor.parameters(), "lr": 3e-3}, {"params": critic.parameters(), "lr": 1e-3}],
                            eps=1e-5, fused=True)
     sampler = DynamicSampler(N, torch.device("cpu"), Temperature("fixed", 0.5), dynamic=dynamic,
@@ -47,6 +47,7 @@ CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weig
     "dapo": (True, (0.2, 0.28, 0.4), True, True, True, 0.01, False),
     "dapo-value-weights": (True, (0.1, 0.1, 0.3), True, True, False, 0.003, False),
     "dapo-proximal": (True, (0.2, 0.2, 0.4), True, True, True, 0.01, True),
+    "dapo-wide-critic": (True, (0.2, 0.2, 0.2), False, False, True, 0.0, False),  # critic (40, 24), actor (16, 16)
 }
 
 
@@ -56,7 +57,8 @@ def test_numpy_update_matches_the_torch_update(case, discrete):
     separate, clips, dynamic, importance, policy_weights, ent_coef, anchored = CASES[case]
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
                               ent_coef=ent_coef, max_grad_norm=0.5, policy_weights=policy_weights)
-    actor, critic, opt, sampler = _setup(dynamic, importance, discrete)
+    critic_hidden = (40, 24) if case == "dapo-wide-critic" else (16, 16)
+    actor, critic, opt, sampler = _setup(dynamic, importance, discrete, critic_hidden)
     twin = copy.deepcopy((actor, critic, opt, sampler))  # the same weights and the same draws
     proximal = None
     if anchored:  # a proximal policy 0.3 nats (std) away from the behaviour one: weights spread around 1, some capped

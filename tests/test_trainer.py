@@ -45,6 +45,8 @@ def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo, overlap):
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4}),
     ("ppo", "CartPole-v1", {"overlap": True}),
     ("dapo", "CartPole-v1", {"target_kl": 1e-4}),  # the KL-adaptive lr scale is part of the state
+    ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4, "critic_hidden_sizes": (48, 32),
+                             "overlap": True}),  # a critic wider than the actor, also in the collector process
 ])
 def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, extra):
     """Stop after 3 updates, reload the checkpoint into a fresh Trainer, finish: same weights, same metrics."""
@@ -52,6 +54,8 @@ def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, ext
     full_dir.mkdir(), split_dir.mkdir()
     cfg = small_config(full_dir, algo=algo, env=env, total_steps=8 * 256 if env == "CartPole-v1" else 8 * 128, **extra)
     full = Trainer(cfg, full_dir)
+    widths = [m.out_features for m in full.critic.net if isinstance(m, torch.nn.Linear)]
+    assert widths == [*extra.get("critic_hidden_sizes", cfg.hidden_sizes), 1]
     full.train(MetricLogger(full_dir, tensorboard=False))
 
     cfg_split = cfg.__class__(**{**cfg.__dict__, "run_dir": str(split_dir)})
