@@ -291,8 +291,8 @@ def resolve(cfg: TrainConfig, env_family: str) -> TrainConfig:
         out.window = out.num_envs * out.num_steps
     if out.critic_lr is None:
         out.critic_lr = out.lr
-    if out.critic_hidden_sizes is None:
-        out.critic_hidden_sizes = tuple(out.hidden_sizes)
+    out.hidden_sizes = tuple(out.hidden_sizes)  # argparse gives lists
+    out.critic_hidden_sizes = tuple(out.hidden_sizes if out.critic_hidden_sizes is None else out.critic_hidden_sizes)
     if out.proximal_clip is None:
         out.proximal_clip = out.overlap
     out.joint_grad_clip = joint_grad_clip(out)

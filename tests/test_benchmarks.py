@@ -251,6 +251,7 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert today.collapse_confirm == 1 and (today.target_kl, today.kl_lr_max_scale) == (0.05, 1.0)
     assert _variant_config(ABLATION["dapo-confirm-kl0.05-brake"]) == today
     assert _variant_config(ABLATION["dapo-brake-critic256"]) == dataclasses.replace(today, critic_hidden_sizes=(256, 256))
+    assert _variant_config(ABLATION["dapo-brake-lambda-min0.95"]) == dataclasses.replace(today, lambda_min=0.95)
     v6 = _variant_config(ABLATION["dapo-collapse-confirm"])
     assert v6 == dataclasses.replace(today, target_kl=0.0, kl_lr_max_scale=10.0)
     assert v6.clip_eps == 0.2 and v6.eps_v_start == 0.2  # the decoupled clip variants move one side only
