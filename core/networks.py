@@ -207,7 +207,8 @@ def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[
         encoder = NatureCNN(512, bf16=bf16)
         actor = CategoricalActor(obs_dim, n, hidden, net=nn.Sequential(encoder, orthogonal_init(nn.Linear(512, n), 0.01)))
         return actor, SharedEncoderCritic(encoder, orthogonal_init(nn.Linear(512, 1), 1.0))
-    critic = Critic(obs_dim, hidden if critic_hidden is None else critic_hidden)
     if isinstance(act_space, gym.spaces.Discrete):
-        return CategoricalActor(obs_dim, int(act_space.n), hidden), critic
-    return GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init), critic
+        actor = CategoricalActor(obs_dim, int(act_space.n), hidden)
+    else:
+        actor = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init)
+    return actor, Critic(obs_dim, hidden if critic_hidden is None else critic_hidden)  # after the actor: same init
