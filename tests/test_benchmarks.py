@@ -352,3 +352,13 @@ def test_adam_step_share_by_hand_and_end_to_end(tmp_path, small_config):
     assert "| Pendulum-v1 | dapo | joint | 1 |" in (tmp_path / "out" / "results.md").read_text()
     with pytest.raises(SystemExit, match="no finished runs of grpo"):
         ass.main(["--runs-dir", str(runs), "--variants", "grpo", "--out", str(tmp_path / "out")])
+
+
+def test_lambda_rule_ev_prints_one_row_per_rollout(capsys):
+    """experiments/lambda_rule_ev.py trains, then reports the EV against each lambda's returns for every rollout."""
+    from experiments.lambda_rule_ev import main
+    main(["--env", "Pendulum-v1", "--steps", "4096", "--rollouts", "2", "--lambdas", "0.9", "1.0"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert "after 4096 steps" in out and len(rows) == 2
+    assert all(-10 < float(x) <= 1 for row in rows for x in row.strip("| ").split(" | ")[1:])
