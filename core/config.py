@@ -139,7 +139,8 @@ class TrainConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the actor and critic MLPs (Atari uses the Nature-DQN CNN instead)."""
     critic_hidden_sizes: Optional[tuple[int, ...]] = None
-    """Hidden layer widths of the critic MLP alone (default: --hidden-sizes)."""
+    """Hidden layer widths of the critic MLP alone (default: --hidden-sizes; Atari's value head sits on the actor's
+    CNN instead). A 256-wide critic did not help DAPO on Walker2d (experiments/results/mujoco_1M/walker2d_only)."""
     log_std_init: Optional[float] = None
     """Initial log standard deviation of the Gaussian policy for Box actions (preset: 0, i.e. std 1, CleanRL's;
     -1 for dapo on MuJoCo, where a smaller initial action noise keeps HalfCheetah from learning to run on its
