@@ -145,6 +145,9 @@ class TrainConfig:
     """Initial log standard deviation of the Gaussian policy for Box actions (preset: 0, i.e. std 1, CleanRL's;
     -1 for dapo on MuJoCo, where a smaller initial action noise keeps HalfCheetah from learning to run on its
     back; see README "Why DAPO on MuJoCo starts with less action noise")."""
+    log_std_min: Optional[float] = None
+    """Floor on each action dimension's log-std of the Gaussian policy (Box actions), kept by projecting the
+    parameter back onto it after every update; None: no floor. Within an update the log-std may dip below it."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -383,6 +386,9 @@ def validate(c: TrainConfig) -> None:
     _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
     _require(c.log_std_init is None or -20 <= c.log_std_init <= 2,
              f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")
+    _require(c.log_std_min is None or -20 <= c.log_std_min <= (2 if c.log_std_init is None else c.log_std_init),
+             f"--log-std-min must be in [-20, --log-std-init] (a floor above the initial log-std would move it), "
+             f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "

@@ -35,7 +35,7 @@ from core.health import (
 from core.logging import MetricLogger
 from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
-from core.networks import build_networks, input_layer, refit_input_layer
+from core.networks import GaussianActor, build_networks, input_layer, refit_input_layer
 from core.numpy_update import NumpyUpdate
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
@@ -78,6 +78,9 @@ class Trainer:
         actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
                                        cfg.log_std_init, cfg.critic_hidden_sizes)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
+        if cfg.log_std_min is not None and not isinstance(self.actor, GaussianActor):
+            raise ConfigError(f"--log-std-min floors a Gaussian policy's noise, and {cfg.env} has "
+                              f"{type(act_space).__name__} actions: drop --log-std-min")
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and (unless --joint-grad-clip) per-network
@@ -216,6 +219,9 @@ class Trainer:
         problem = self.guard.after_update(finite, self.dist.all_true)
         if problem:
             self._record("non_finite", problem)
+        if self.cfg.log_std_min is not None:  # projected gradient descent: the floor holds between updates
+            with torch.no_grad():
+                self.actor.log_std.clamp_(min=self.cfg.log_std_min)
         return {**metrics, **lag}
 
     def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:

@@ -149,6 +149,10 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # negative-advantage samples push further should keep more noise than clip-higher without slowing the policy
     # the way a tighter clip did (eps_pi 0.1 / 0.15 lost)
     "dapo-brake-clip-lower": [*DAPO_BRAKE, "--clip-eps-low", "0.28", "--clip-eps-high", "0.2"],
+    # ... with the action noise floored at GRPO's end-of-training level (log-std >= -1.2, std 0.30): DAPO's Walker2d
+    # walkers narrow from std 0.37 to ~0.15 while GRPO's, from std 1, end at ~0.31 and walk faster; the floor keeps
+    # DAPO's quieter start (no HalfCheetah run on its back) and GRPO's late noise
+    "dapo-brake-std-floor": [*DAPO_BRAKE, "--log-std-min", "-1.2"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],
