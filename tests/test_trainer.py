@@ -281,3 +281,26 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
     assert curves["dapo-joint"] == curves["grpo"]
     assert curves["dapo"] != curves["grpo"]
     assert min(r[3] for r in curves["grpo"]) < 1  # the brake acted
+
+
+@pytest.mark.parametrize("numpy_update", [True, False])
+def test_log_std_min_projects_the_noise_back_onto_its_floor(tmp_path, small_config, numpy_update):
+    """--log-std-min: the run is unchanged until an update takes the log-std below the floor; from then on the
+    parameter sits on the floor after every update (the same run without a floor goes below it)."""
+    log_stds = {}
+    for floor in (None, -1.0):
+        cfg = small_config(tmp_path / str(floor), env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
+                           log_std_init=-1.0, log_std_min=floor, numpy_update=numpy_update)
+        t = Trainer(cfg, tmp_path / str(floor))
+        log_stds[floor] = []
+        for _ in range(5):
+            t.iterate()
+            log_stds[floor].append(t.actor.log_std.item())
+    free, floored = log_stds[None], log_stds[-1.0]
+    crossed = next(i for i, v in enumerate(free) if v < -1.0)  # StopIteration here: the test lost its power
+    assert floored[:crossed] == free[:crossed]
+    assert all(v == -1.0 for v in floored[crossed:])
+    with pytest.raises(ConfigError, match="--log-std-min must be in"):  # a floor above the start would move it
+        small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_min=-0.5)
+    with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-min"):
+        Trainer(small_config(tmp_path, log_std_min=-1.0), tmp_path)
