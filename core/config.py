@@ -148,6 +148,10 @@ class TrainConfig:
     log_std_min: Optional[float] = None
     """Floor on each action dimension's log-std of the Gaussian policy (Box actions), kept by projecting the
     parameter back onto it after every update; None: no floor. Within an update the log-std may dip below it."""
+    log_std_min_anneal: bool = False
+    """Lower the --log-std-min floor's std linearly to zero over training: it holds the noise up early, when it
+    would otherwise collapse, and lifts by the end, so late training episodes do not pay for noise (a fixed floor
+    cost DAPO's training return on Ant and HalfCheetah while its deterministic policy evaluated as well)."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -389,6 +393,8 @@ def validate(c: TrainConfig) -> None:
     _require(c.log_std_min is None or -20 <= c.log_std_min <= (2 if c.log_std_init is None else c.log_std_init),
              f"--log-std-min must be in [-20, --log-std-init] (a floor above the initial log-std would move it), "
              f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
+    _require(not c.log_std_min_anneal or c.log_std_min is not None,
+             "--log-std-min-anneal lowers a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "

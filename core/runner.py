@@ -61,7 +61,8 @@ def settings_line(cfg: TrainConfig) -> str:
     if cfg.log_std_init:  # only Box actions have a log-std; every family's preset is 0 except dapo on MuJoCo
         parts.append(f"initial action log-std {cfg.log_std_init} (std {math.exp(cfg.log_std_init):.2f})")
     if cfg.log_std_min is not None:
-        parts.append(f"action log-std floored at {cfg.log_std_min} (std {math.exp(cfg.log_std_min):.2f})")
+        parts.append(f"action log-std floored at {cfg.log_std_min} (std {math.exp(cfg.log_std_min):.2f}"
+                     + (", falling linearly to 0 over training)" if cfg.log_std_min_anneal else ")"))
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)
 
 

@@ -1,6 +1,7 @@
 """Schedules as pure functions of training progress in ``[0, 1]`` (fraction of total env steps done)."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 
@@ -25,6 +26,15 @@ def policy_lr(base: float, progress: float, anneal: bool, step: int, drop_step: 
     late oscillation: 10x lower after ~100k steps)."""
     lr = annealed_lr(base, progress, anneal)
     return lr * drop_factor if drop_step is not None and step >= drop_step else lr
+
+
+def log_std_floor(floor: float, progress: float, anneal: bool) -> float:
+    """The Gaussian policy's log-std floor at ``progress``: ``floor``, or with ``anneal`` ``floor + log(1 - progress)``,
+    i.e. the floor's std ``e^floor`` falling linearly to zero (-inf, no floor, at the end)."""
+    if not anneal:
+        return floor
+    remaining = 1.0 - min(max(progress, 0.0), 1.0)
+    return floor + math.log(remaining) if remaining > 0 else -math.inf
 
 
 class KLAdaptiveLR:

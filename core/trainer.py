@@ -221,7 +221,9 @@ class Trainer:
             self._record("non_finite", problem)
         if self.cfg.log_std_min is not None:  # projected gradient descent: the floor holds between updates
             with torch.no_grad():
-                self.actor.log_std.clamp_(min=self.cfg.log_std_min)
+                c = self.cfg
+                self.actor.log_std.clamp_(min=schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps,
+                                                                      c.log_std_min_anneal))
         return {**metrics, **lag}
 
     def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:
