@@ -304,3 +304,29 @@ def test_log_std_min_projects_the_noise_back_onto_its_floor(tmp_path, small_conf
         small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_min=-0.5)
     with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-min"):
         Trainer(small_config(tmp_path, log_std_min=-1.0), tmp_path)
+
+
+def test_annealed_log_std_floor_by_hand():
+    """The floor's std e^-1.2 falls linearly to zero: half of it at mid-training, no floor at the end."""
+    assert schedules.log_std_floor(-1.2, 0.0, anneal=True) == -1.2
+    assert math.exp(schedules.log_std_floor(-1.2, 0.5, anneal=True)) == pytest.approx(math.exp(-1.2) / 2)
+    assert math.exp(schedules.log_std_floor(-1.2, 0.75, anneal=True)) == pytest.approx(math.exp(-1.2) / 4)
+    assert schedules.log_std_floor(-1.2, 1.0, anneal=True) == -math.inf
+    assert schedules.log_std_floor(-1.2, 0.75, anneal=False) == -1.2
+
+
+def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_config):
+    """--log-std-min-anneal: a log-std pushed far below the floor before each update comes back onto the floor of
+    that update's progress: e^-1 x (1 - k/6) after update k of 6, below where a fixed floor would hold it."""
+    total = 6 * 256
+    cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=total,
+                       log_std_init=-1.0, log_std_min=-1.0, log_std_min_anneal=True)
+    t = Trainer(cfg, tmp_path)
+    for k in range(1, 6):
+        with torch.no_grad():
+            t.actor.log_std.fill_(-5.0)
+        t.iterate()
+        assert t.global_step == k * 256
+        assert t.actor.log_std.item() == pytest.approx(-1.0 + math.log(1 - k / 6))
+    with pytest.raises(ConfigError, match="--log-std-min-anneal lowers a floor and there is none"):
+        small_config(tmp_path, env="Pendulum-v1", log_std_min_anneal=True)
