@@ -152,6 +152,9 @@ class TrainConfig:
     """Lower the --log-std-min floor's std linearly to zero over training: it holds the noise up early, when it
     would otherwise collapse, and lifts by the end, so late training episodes do not pay for noise (a fixed floor
     cost DAPO's training return on Ant and HalfCheetah while its deterministic policy evaluated as well)."""
+    log_std_min_anneal_start: float = 0.0
+    """With --log-std-min-anneal: the share of training during which the floor holds before it starts to fall
+    (0: it falls from the first step; 0.5: it holds for the first half, then falls to zero at the end)."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -395,6 +398,9 @@ def validate(c: TrainConfig) -> None:
              f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
     _require(not c.log_std_min_anneal or c.log_std_min is not None,
              "--log-std-min-anneal lowers a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
+    _require(0 <= c.log_std_min_anneal_start < 1 and (c.log_std_min_anneal or c.log_std_min_anneal_start == 0),
+             f"--log-std-min-anneal-start must be in [0, 1) and needs --log-std-min-anneal, got "
+             f"{c.log_std_min_anneal_start} with --log-std-min-anneal {c.log_std_min_anneal}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "

@@ -28,12 +28,13 @@ def policy_lr(base: float, progress: float, anneal: bool, step: int, drop_step: 
     return lr * drop_factor if drop_step is not None and step >= drop_step else lr
 
 
-def log_std_floor(floor: float, progress: float, anneal: bool) -> float:
-    """The Gaussian policy's log-std floor at ``progress``: ``floor``, or with ``anneal`` ``floor + log(1 - progress)``,
-    i.e. the floor's std ``e^floor`` falling linearly to zero (-inf, no floor, at the end)."""
+def log_std_floor(floor: float, progress: float, anneal: bool, start: float = 0.0) -> float:
+    """The Gaussian policy's log-std floor at ``progress``: ``floor``, or with ``anneal`` the floor's std ``e^floor``
+    held until ``start`` and then falling linearly to zero at the end (-inf, no floor):
+    ``floor + log(min(1, (1 - progress) / (1 - start)))``."""
     if not anneal:
         return floor
-    remaining = 1.0 - min(max(progress, 0.0), 1.0)
+    remaining = min((1.0 - min(max(progress, 0.0), 1.0)) / (1.0 - start), 1.0)
     return floor + math.log(remaining) if remaining > 0 else -math.inf
 
 

@@ -222,8 +222,9 @@ class Trainer:
         if self.cfg.log_std_min is not None:  # projected gradient descent: the floor holds between updates
             with torch.no_grad():
                 c = self.cfg
-                self.actor.log_std.clamp_(min=schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps,
-                                                                      c.log_std_min_anneal))
+                floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
+                                                c.log_std_min_anneal_start)
+                self.actor.log_std.clamp_(min=floor)
         return {**metrics, **lag}
 
     def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:

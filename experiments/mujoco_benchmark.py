@@ -147,16 +147,23 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # clip-higher lowered the entropy and lost on Walker2d (P 0.04), where DAPO's walkers end narrower than GRPO's
     # (std ~0.15 vs ~0.31) and slower (return per step ~4.4 vs ~4.8), and some never find a gait.  Letting the
     # negative-advantage samples push further should keep more noise than clip-higher without slowing the policy
-    # the way a tighter clip did (eps_pi 0.1 / 0.15 lost)
+    # the way a tighter clip did (eps_pi 0.1 / 0.15 lost). Refuted (Walker2d seeds 1-4, stopped): 3221 vs 3224, and the
+    # entropy fell further (final -4.1 to -3.4 vs -3.2 to -1.9) with a larger per-update KL (0.030-0.037)
     "dapo-brake-clip-lower": [*DAPO_BRAKE, "--clip-eps-low", "0.28", "--clip-eps-high", "0.2"],
     # ... with the action noise floored at GRPO's end-of-training level (log-std >= -1.2, std 0.30): DAPO's Walker2d
     # walkers narrow from std 0.37 to ~0.15 while GRPO's, from std 1, end at ~0.31 and walk faster; the floor keeps
-    # DAPO's quieter start (no HalfCheetah run on its back) and GRPO's late noise
+    # DAPO's quieter start (no HalfCheetah run on its back) and GRPO's late noise. Won Walker2d (20 seeds: 4238 +- 640
+    # vs 3385, P 0.74; GRPO 3826, PPO 3606), lost training return on HalfCheetah, Ant and Humanoid (5 seeds: P 0.20 /
+    # 0.00 / 0.26 against today's DAPO) though its deterministic policy evaluated about as well on HalfCheetah and Ant
     "dapo-brake-std-floor": [*DAPO_BRAKE, "--log-std-min", "-1.2"],
-    # ... with that floor's std falling linearly to zero over training: the fixed floor won Walker2d (20 seeds, 4238 vs
-    # 3385) and Humanoid, but cost training return on Ant (5 seeds, 746 vs 1961) and HalfCheetah (4742 vs 5728) while
-    # the deterministic policy evaluated as well as DAPO's (Ant 2359 vs 2347): late noise, not a worse policy
+    # ... with that floor's std falling linearly to zero over training: the fixed floor's losses on Ant and HalfCheetah
+    # came with evaluations as good as DAPO's (Ant 2359 vs 2347): late noise cost the training episodes, not the policy
     "dapo-brake-std-floor-anneal": [*DAPO_BRAKE, "--log-std-min", "-1.2", "--log-std-min-anneal"],
+    # ... with that floor held for the first half of training, then falling: the anneal from the start lost Walker2d
+    # seeds where the noise fell before a gait was found (seed 3: 1219; the fixed floor's found it at ~400k steps)
+    # and won Ant (seeds 1-3: 2464 vs 1576 on the same seeds)
+    "dapo-brake-std-floor-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.2", "--log-std-min-anneal",
+                                     "--log-std-min-anneal-start", "0.5"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],

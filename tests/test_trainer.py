@@ -313,6 +313,9 @@ def test_annealed_log_std_floor_by_hand():
     assert math.exp(schedules.log_std_floor(-1.2, 0.75, anneal=True)) == pytest.approx(math.exp(-1.2) / 4)
     assert schedules.log_std_floor(-1.2, 1.0, anneal=True) == -math.inf
     assert schedules.log_std_floor(-1.2, 0.75, anneal=False) == -1.2
+    held = [math.exp(schedules.log_std_floor(-1.2, p, anneal=True, start=0.5)) / math.exp(-1.2)
+            for p in (0.0, 0.5, 0.75, 0.9)]  # held for the first half, then linear to zero
+    assert held == pytest.approx([1.0, 1.0, 0.5, 0.2])
 
 
 def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_config):
@@ -330,3 +333,5 @@ def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_
         assert t.actor.log_std.item() == pytest.approx(-1.0 + math.log(1 - k / 6))
     with pytest.raises(ConfigError, match="--log-std-min-anneal lowers a floor and there is none"):
         small_config(tmp_path, env="Pendulum-v1", log_std_min_anneal=True)
+    with pytest.raises(ConfigError, match="--log-std-min-anneal-start must be in"):
+        small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_start=0.5)
