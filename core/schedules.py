@@ -34,7 +34,7 @@ def log_std_floor(floor: float, progress: float, anneal: bool, start: float = 0.
     ``floor + log(min(1, (1 - progress) / (1 - start)))``."""
     if not anneal:
         return floor
-    remaining = min((1.0 - min(max(progress, 0.0), 1.0)) / (1.0 - start), 1.0)
+    remaining = min(linear(1.0 / (1.0 - start), 0.0, progress), 1.0)
     return floor + math.log(remaining) if remaining > 0 else -math.inf
 
 
