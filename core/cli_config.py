@@ -2,7 +2,7 @@
 
 Every dataclass field becomes a ``--flag`` whose help text is the field's docstring.  Precedence:
 dataclass defaults < ``--config FILE.yaml`` < explicit flags; ``None`` fields are filled later from
-presets (see :func:`core.config.resolve`).
+presets (see :func:`core.presets.resolve`).
 """
 from __future__ import annotations
 

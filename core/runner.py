@@ -13,7 +13,8 @@ import gymnasium as gym
 
 from core.checkpoint import atomic_write, load_checkpoint, write_json
 from core.cli_config import write_yaml_config
-from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip, resolve
+from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip
+from core.presets import resolve
 from core.envs import check_env_id, env_family
 from core.evaluation import evaluate, mean_std
 from core.logging import MetricLogger, Progress

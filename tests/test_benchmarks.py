@@ -224,7 +224,7 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
 def _variant_config(flags):
     from core.cli import build_parser, config_flags
     from core.cli_config import build_config
-    from core.config import resolve
+    from core.presets import resolve
     args = build_parser().parse_args(["run", "--env", "Walker2d-v5", *flags])
     return resolve(build_config(config_flags(args), None, None), "continuous")
 

@@ -1,7 +1,8 @@
 """Preset resolution: which settings each algorithm gets on each env family, and that flags win."""
 import pytest
 
-from core.config import TrainConfig, resolve
+from core.config import TrainConfig
+from core.presets import resolve
 
 
 @pytest.mark.parametrize("family, algo, auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling, log_std_init", [

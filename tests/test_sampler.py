@@ -474,7 +474,8 @@ def test_sampler_without_replacement_selects_from_a_window_of_two_rollouts():
 
 
 def test_without_replacement_refuses_importance_correction():
-    from core.config import ConfigError, TrainConfig, resolve
+    from core.config import ConfigError, TrainConfig
+    from core.presets import resolve
     with pytest.raises(ConfigError, match="without-replacement"):
         resolve(TrainConfig(env="Pendulum-v1", algo="dapo", resampling="without-replacement",
                             importance_correction=True), "continuous")
@@ -520,7 +521,8 @@ def test_weighted_epoch_mean_equals_the_expectation_of_multinomial_draws():
 
 
 def test_weighted_resampling_refuses_importance_correction():
-    from core.config import ConfigError, TrainConfig, resolve
+    from core.config import ConfigError, TrainConfig
+    from core.presets import resolve
     with pytest.raises(ValueError, match="uniform minibatches"):
         _sampler([1.0, 2.0], importance_correction=True, resampling="weighted")
     for flag in ("importance_correction", "value_importance_correction"):
