@@ -153,6 +153,10 @@ class TrainConfig:
     log_std_min_anneal_start: float = 0.0
     """With --log-std-min-anneal: the share of training during which the floor holds before it starts to fall
     (0: it falls from the first step; 0.5: it holds for the first half, then falls to zero at the end)."""
+    log_std_min_relative: bool = False
+    """Measure --log-std-min in units of each action's half-range (high - low) / 2: the std floor becomes
+    e^floor * half-range, the same relative noise on Humanoid (actions in +-0.4) as on envs whose actions span +-1,
+    where the flag changes nothing."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -322,6 +326,8 @@ def validate(c: TrainConfig) -> None:
              f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
     _require(not c.log_std_min_anneal or c.log_std_min is not None,
              "--log-std-min-anneal lowers a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
+    _require(not c.log_std_min_relative or c.log_std_min is not None,
+             "--log-std-min-relative scales a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
     _require(0 <= c.log_std_min_anneal_start < 1 and (c.log_std_min_anneal or c.log_std_min_anneal_start == 0),
              f"--log-std-min-anneal-start must be in [0, 1) and needs --log-std-min-anneal, got "
              f"{c.log_std_min_anneal_start} with --log-std-min-anneal {c.log_std_min_anneal}")

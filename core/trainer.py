@@ -81,6 +81,7 @@ class Trainer:
         if cfg.log_std_min is not None and not isinstance(self.actor, GaussianActor):
             raise ConfigError(f"--log-std-min floors a Gaussian policy's noise, and {cfg.env} has "
                               f"{type(act_space).__name__} actions: drop --log-std-min")
+        self.log_std_floor_offset = self._log_std_floor_offset(act_space)
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and (unless --joint-grad-clip) per-network
@@ -224,8 +225,19 @@ class Trainer:
                 c = self.cfg
                 floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
                                                 c.log_std_min_anneal_start)
-                self.actor.log_std.clamp_(min=floor)
+                self.actor.log_std.clamp_(min=floor + self.log_std_floor_offset)
         return {**metrics, **lag}
+
+    def _log_std_floor_offset(self, act_space) -> torch.Tensor:
+        """(act_dim,) added to the --log-std-min floor: log of each action's half-range with
+        --log-std-min-relative (0 for actions in +-1), else zeros; unused without a floor."""
+        if not (self.cfg.log_std_min_relative and self.cfg.log_std_min is not None):
+            return torch.zeros((), device=self.device)
+        half_range = (np.asarray(act_space.high, np.float64) - np.asarray(act_space.low, np.float64)) / 2
+        if not np.all(np.isfinite(half_range) & (half_range > 0)):
+            raise ConfigError(f"--log-std-min-relative needs finite action bounds, and {self.cfg.env}'s are "
+                              f"{act_space.low} .. {act_space.high}: drop --log-std-min-relative")
+        return torch.as_tensor(np.log(half_range), dtype=torch.float32, device=self.device)
 
     def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:
         """With --proximal-clip, the current policy's log-probs on the window anchor the update (stale data:

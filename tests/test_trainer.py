@@ -335,3 +335,25 @@ def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_
         small_config(tmp_path, env="Pendulum-v1", log_std_min_anneal=True)
     with pytest.raises(ConfigError, match="--log-std-min-anneal-start must be in"):
         small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_start=0.5)
+
+
+def test_log_std_min_relative_scales_the_floor_by_the_action_half_range(tmp_path, small_config):
+    """--log-std-min-relative: Pendulum's torques span +-2, so the floor's std e^-1 becomes 2 e^-1; on actions in
+    +-1 (MountainCarContinuous) the run is the absolute floor's, number for number."""
+    def floored_run(env, relative):
+        run_dir = tmp_path / f"{env}-{relative}"
+        t = Trainer(small_config(run_dir, env=env, num_envs=1, num_steps=256, log_std_init=0.0, log_std_min=-1.0,
+                                 log_std_min_relative=relative), run_dir)
+        log_stds, metrics = [], []
+        for _ in range(3):
+            with torch.no_grad():
+                t.actor.log_std.fill_(-5.0)  # far below any floor, so the projection decides where it ends
+            metrics.append({k: v for k, v in t.iterate().items() if not k.startswith("time/")})
+            log_stds.append(t.actor.log_std.item())
+        return log_stds, metrics
+
+    assert floored_run("Pendulum-v1", True)[0] == pytest.approx([-1.0 + math.log(2.0)] * 3)
+    assert floored_run("Pendulum-v1", False)[0] == [-1.0] * 3
+    assert floored_run("MountainCarContinuous-v0", True) == floored_run("MountainCarContinuous-v0", False)
+    with pytest.raises(ConfigError, match="--log-std-min-relative scales a floor and there is none"):
+        small_config(tmp_path, env="Pendulum-v1", log_std_min_relative=True)
