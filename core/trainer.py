@@ -225,7 +225,9 @@ class Trainer:
                 c = self.cfg
                 floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
                                                 c.log_std_min_anneal_start)
-                self.actor.log_std.clamp_(min=floor + self.log_std_floor_offset)
+                floor = floor + self.log_std_floor_offset
+                metrics["train/log_std_floored"] = (self.actor.log_std < floor).float().mean().item()  # share lifted
+                self.actor.log_std.clamp_(min=floor)
         return {**metrics, **lag}
 
     def _log_std_floor_offset(self, act_space) -> torch.Tensor:

@@ -287,19 +287,21 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
 def test_log_std_min_projects_the_noise_back_onto_its_floor(tmp_path, small_config, numpy_update):
     """--log-std-min: the run is unchanged until an update takes the log-std below the floor; from then on the
     parameter sits on the floor after every update (the same run without a floor goes below it)."""
-    log_stds = {}
+    log_stds, lifted = {}, {}
     for floor in (None, -1.0):
         cfg = small_config(tmp_path / str(floor), env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
                            log_std_init=-1.0, log_std_min=floor, numpy_update=numpy_update)
         t = Trainer(cfg, tmp_path / str(floor))
-        log_stds[floor] = []
+        log_stds[floor], lifted[floor] = [], []
         for _ in range(5):
-            t.iterate()
+            lifted[floor].append(t.iterate().get("train/log_std_floored"))
             log_stds[floor].append(t.actor.log_std.item())
     free, floored = log_stds[None], log_stds[-1.0]
     crossed = next(i for i, v in enumerate(free) if v < -1.0)  # StopIteration here: the test lost its power
     assert floored[:crossed] == free[:crossed]
     assert all(v == -1.0 for v in floored[crossed:])
+    assert lifted[None] == [None] * 5  # no floor, no metric
+    assert lifted[-1.0][:crossed + 1] == [0.0] * crossed + [1.0]  # the update that crossed was lifted back
     with pytest.raises(ConfigError, match="--log-std-min must be in"):  # a floor above the start would move it
         small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_min=-0.5)
     with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-min"):
@@ -352,7 +354,9 @@ def test_log_std_min_relative_scales_the_floor_by_the_action_half_range(tmp_path
             log_stds.append(t.actor.log_std.item())
         return log_stds, metrics
 
-    assert floored_run("Pendulum-v1", True)[0] == pytest.approx([-1.0 + math.log(2.0)] * 3)
+    log_stds, metrics = floored_run("Pendulum-v1", True)
+    assert log_stds == pytest.approx([-1.0 + math.log(2.0)] * 3)
+    assert [m["train/log_std_floored"] for m in metrics] == [1.0] * 3  # every update's projection lifted it
     assert floored_run("Pendulum-v1", False)[0] == [-1.0] * 3
     assert floored_run("MountainCarContinuous-v0", True) == floored_run("MountainCarContinuous-v0", False)
     with pytest.raises(ConfigError, match="--log-std-min-relative scales a floor and there is none"):
