@@ -174,6 +174,12 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
                                    "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
     "dapo-brake-std0.22-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.5", "--log-std-min-relative",
                                    "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
+    # ... an entropy bonus instead of a floor: a floor ignores what the noise costs, a bonus trades against it. Noise is
+    # nearly free in Walker2d's reward (control cost 1e-3 per unit action^2) and dear in Ant's (0.5, and falls), so
+    # the same bonus should hold Walker2d's std up more than Ant's. Sizes: the log-std's Adam drift on today's
+    # Walker2d runs is ~4% of its gradient's rms (~0.2 per minibatch), so ~0.007 would about cancel it there
+    "dapo-brake-ent0.005": [*DAPO_BRAKE, "--ent-coef", "0.005"],
+    "dapo-brake-ent0.01": [*DAPO_BRAKE, "--ent-coef", "0.01"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],

@@ -262,6 +262,8 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     for std, floor in ((0.26, -1.35), (0.22, -1.5)):
         assert _variant_config(ABLATION[f"dapo-brake-std{std}-hold0.5"]) == dataclasses.replace(
             today, log_std_min=floor, log_std_min_relative=True, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
+    for coef in (0.005, 0.01):
+        assert _variant_config(ABLATION[f"dapo-brake-ent{coef}"]) == dataclasses.replace(today, ent_coef=coef)
     v6 = _variant_config(ABLATION["dapo-collapse-confirm"])
     assert v6 == dataclasses.replace(today, target_kl=0.0, kl_lr_max_scale=10.0)
     assert v6.clip_eps == 0.2 and v6.eps_v_start == 0.2  # the decoupled clip variants move one side only
