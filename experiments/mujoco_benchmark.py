@@ -169,7 +169,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # ... the same held floor, lower, and in units of the action half-range (Humanoid's +-0.4 scales it by 0.4; the
     # others span +-1): a dose-response on the two envs that pull apart. The held std 0.30 stalled Ant's first half
     # (434 at 500k steps vs DAPO's 1404) and kept Walker2d's std at 0.30 at mid-training (DAPO's: ~0.19); do 0.26
-    # and 0.22 keep Walker2d's gain and spare Ant?
+    # and 0.22 keep Walker2d's gain and spare Ant? No (Walker2d seeds 1-5: 3417, P 0.50 / 3369, P 0.52 against today's
+    # DAPO; seed 3 lost its gait again); Ant not run
     "dapo-brake-std0.26-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.35", "--log-std-min-relative",
                                    "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
     "dapo-brake-std0.22-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.5", "--log-std-min-relative",
