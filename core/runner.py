@@ -63,8 +63,11 @@ def settings_line(cfg: TrainConfig) -> str:
         parts.append(f"initial action log-std {cfg.log_std_init} (std {math.exp(cfg.log_std_init):.2f})")
     if cfg.log_std_min is not None:
         parts.append(f"action log-std floored at {cfg.log_std_min} (std {math.exp(cfg.log_std_min):.2f}"
+                     + (" x each action's half-range" if cfg.log_std_min_relative else "")
                      + (f", falling linearly to 0 from {cfg.log_std_min_anneal_start:.0%} of training to the end)"
                         if cfg.log_std_min_anneal else ")"))
+    if cfg.ent_coef:
+        parts.append(f"entropy bonus {cfg.ent_coef:g}")
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)
 
 

@@ -42,6 +42,11 @@ def test_the_run_start_line_names_the_preset_choices():
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
     assert settings_line(resolve(TrainConfig(algo="ppo"), "classic")) == "ppo on CartPole-v1: GAE lambda 0.8"
+    noisy = TrainConfig(algo="ppo", env="Humanoid-v5", ent_coef=0.01, log_std_min=-1.2, log_std_min_relative=True,
+                        log_std_min_anneal=True, log_std_min_anneal_start=0.5)
+    assert settings_line(resolve(noisy, "continuous")) == (
+        "ppo on Humanoid-v5: GAE lambda 0.95; action log-std floored at -1.2 (std 0.30 x each action's half-range, "
+        "falling linearly to 0 from 50% of training to the end); entropy bonus 0.01")
 
 
 def test_joint_grad_clip_follows_the_optimisers_unless_set():
