@@ -14,11 +14,11 @@ import gymnasium as gym
 from core.checkpoint import atomic_write, load_checkpoint, write_json
 from core.cli_config import write_yaml_config
 from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip
-from core.presets import resolve
 from core.envs import check_env_id, env_family
 from core.evaluation import evaluate, mean_std
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
+from core.presets import resolve
 from core.schedules import KLAdaptiveLR
 from core.trainer import Trainer
 
