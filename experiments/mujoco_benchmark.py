@@ -177,8 +177,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
                                    "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
     # ... an entropy bonus instead of a floor: a floor ignores what the noise costs, a bonus trades against it. Noise is
     # nearly free in Walker2d's reward (control cost 1e-3 per unit action^2) and dear in Ant's (0.5, and falls), so
-    # the same bonus should hold Walker2d's std up more than Ant's. Sizes: the log-std's Adam drift on today's
-    # Walker2d runs is ~4% of its gradient's rms (~0.2 per minibatch), so ~0.007 would about cancel it there.
+    # the same bonus should hold Walker2d's std up more than Ant's. Sizes, a rough estimate: the log-std's Adam drift on
+    # today's Walker2d runs is ~4% of its gradient's rms (~0.2 per minibatch), so ~0.007 would about cancel it there.
     # 0.005, seeds 1-5: Walker2d 3940 (P 0.63 against today's DAPO), HalfCheetah 6010 (P 0.66), Ant 2030 (P 0.58),
     # Humanoid 1123 (P 0.32: the std rose past its +-0.4 action bound): not a default. 0.01: Walker2d seeds 1-2
     # 2759 with the entropy rising, stopped
