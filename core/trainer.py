@@ -239,7 +239,7 @@ class Trainer:
         if not np.all(np.isfinite(half_range) & (half_range > 0)):
             raise ConfigError(f"--log-std-min-relative needs finite action bounds, and {self.cfg.env}'s are "
                               f"{act_space.low} .. {act_space.high}: drop --log-std-min-relative")
-        return torch.as_tensor(np.log(half_range), dtype=torch.float32, device=self.device)
+        return torch.as_tensor(np.log(half_range).reshape(-1), dtype=torch.float32, device=self.device)  # as log_std
 
     def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:
         """With --proximal-clip, the current policy's log-probs on the window anchor the update (stale data:
