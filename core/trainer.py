@@ -232,8 +232,8 @@ class Trainer:
 
     def _log_std_floor_offset(self, act_space) -> torch.Tensor:
         """(act_dim,) added to the --log-std-min floor: log of each action's half-range with
-        --log-std-min-relative (0 for actions in +-1), else zeros; unused without a floor."""
-        if not (self.cfg.log_std_min_relative and self.cfg.log_std_min is not None):
+        --log-std-min-relative (0 for actions in +-1; validate() ensures a floor comes with it), else zeros."""
+        if not self.cfg.log_std_min_relative:
             return torch.zeros((), device=self.device)
         half_range = (np.asarray(act_space.high, np.float64) - np.asarray(act_space.low, np.float64)) / 2
         if not np.all(np.isfinite(half_range) & (half_range > 0)):
