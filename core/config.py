@@ -157,6 +157,10 @@ class TrainConfig:
     """Measure --log-std-min in units of each action's half-range (high - low) / 2: the std floor becomes
     e^floor * half-range, the same relative noise on Humanoid (actions in +-0.4) as on envs whose actions span +-1,
     where the flag changes nothing."""
+    log_std_max: Optional[float] = None
+    """Cap on each action dimension's log-std (Box actions), kept by projection after every update like
+    --log-std-min; None: no cap. With an entropy bonus, a cap at --log-std-init lets the bonus hold the noise
+    but not raise it (on Humanoid, whose actions span +-0.4, --ent-coef 0.005 alone raised the std past 0.4)."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
@@ -324,6 +328,9 @@ def validate(c: TrainConfig) -> None:
     _require(c.log_std_min is None or -20 <= c.log_std_min <= (2 if c.log_std_init is None else c.log_std_init),
              f"--log-std-min must be in [-20, --log-std-init] (a floor above the initial log-std would move it), "
              f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
+    _require(c.log_std_max is None or (-20 if c.log_std_init is None else c.log_std_init) <= c.log_std_max <= 2,
+             f"--log-std-max must be in [--log-std-init, 2] (a cap below the initial log-std would move it), "
+             f"got {c.log_std_max} with --log-std-init {c.log_std_init}")
     _require(not c.log_std_min_anneal or c.log_std_min is not None,
              "--log-std-min-anneal lowers a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
     _require(not c.log_std_min_relative or c.log_std_min is not None,

@@ -66,6 +66,8 @@ def settings_line(cfg: TrainConfig) -> str:
                      + (" x each action's half-range" if cfg.log_std_min_relative else "")
                      + (f", falling linearly to 0 from {cfg.log_std_min_anneal_start:.0%} of training to the end)"
                         if cfg.log_std_min_anneal else ")"))
+    if cfg.log_std_max is not None:
+        parts.append(f"action log-std capped at {cfg.log_std_max} (std {math.exp(cfg.log_std_max):.2f})")
     if cfg.ent_coef:
         parts.append(f"entropy bonus {cfg.ent_coef:g}")
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)

@@ -78,9 +78,10 @@ class Trainer:
         actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
                                        cfg.log_std_init, cfg.critic_hidden_sizes)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
-        if cfg.log_std_min is not None and not isinstance(self.actor, GaussianActor):
-            raise ConfigError(f"--log-std-min floors a Gaussian policy's noise, and {cfg.env} has "
-                              f"{type(act_space).__name__} actions: drop --log-std-min")
+        for flag, value in (("--log-std-min", cfg.log_std_min), ("--log-std-max", cfg.log_std_max)):
+            if value is not None and not isinstance(self.actor, GaussianActor):
+                raise ConfigError(f"{flag} bounds a Gaussian policy's noise, and {cfg.env} has "
+                                  f"{type(act_space).__name__} actions: drop {flag}")
         self.log_std_floor_offset = self._log_std_floor_offset(act_space)
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
@@ -228,6 +229,10 @@ class Trainer:
                 floor = floor + self.log_std_floor_offset
                 metrics["train/log_std_floored"] = (self.actor.log_std < floor).float().mean().item()  # share lifted
                 self.actor.log_std.clamp_(min=floor)
+        if self.cfg.log_std_max is not None:  # the same projection from above
+            with torch.no_grad():
+                metrics["train/log_std_capped"] = (self.actor.log_std > self.cfg.log_std_max).float().mean().item()
+                self.actor.log_std.clamp_(max=self.cfg.log_std_max)
         return {**metrics, **lag}
 
     def _log_std_floor_offset(self, act_space) -> torch.Tensor:

@@ -184,6 +184,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # 2759 with the entropy rising, stopped
     "dapo-brake-ent0.005": [*DAPO_BRAKE, "--ent-coef", "0.005"],
     "dapo-brake-ent0.01": [*DAPO_BRAKE, "--ent-coef", "0.01"],
+    # ... with the log-std capped at its initial value, so the bonus can hold the noise but not raise it (Humanoid)
+    "dapo-brake-ent0.005-cap": [*DAPO_BRAKE, "--ent-coef", "0.005", "--log-std-max", "-1"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],

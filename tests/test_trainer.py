@@ -283,29 +283,51 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
     assert min(r[3] for r in curves["grpo"]) < 1  # the brake acted
 
 
+def _log_std_trace(run_dir, small_config, metric, **overrides) -> tuple[list[float], list]:
+    """Five Pendulum updates from log-std -1: the log-std after each and the named metric of each."""
+    t = Trainer(small_config(run_dir, env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
+                             log_std_init=-1.0, **overrides), run_dir)
+    log_stds, metrics = [], []
+    for _ in range(5):
+        metrics.append(t.iterate().get(metric))
+        log_stds.append(t.actor.log_std.item())
+    return log_stds, metrics
+
+
 @pytest.mark.parametrize("numpy_update", [True, False])
 def test_log_std_min_projects_the_noise_back_onto_its_floor(tmp_path, small_config, numpy_update):
     """--log-std-min: the run is unchanged until an update takes the log-std below the floor; from then on the
     parameter sits on the floor after every update (the same run without a floor goes below it)."""
-    log_stds, lifted = {}, {}
-    for floor in (None, -1.0):
-        cfg = small_config(tmp_path / str(floor), env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
-                           log_std_init=-1.0, log_std_min=floor, numpy_update=numpy_update)
-        t = Trainer(cfg, tmp_path / str(floor))
-        log_stds[floor], lifted[floor] = [], []
-        for _ in range(5):
-            lifted[floor].append(t.iterate().get("train/log_std_floored"))
-            log_stds[floor].append(t.actor.log_std.item())
-    free, floored = log_stds[None], log_stds[-1.0]
+    free, lifted_free = _log_std_trace(tmp_path / "free", small_config, "train/log_std_floored",
+                                       numpy_update=numpy_update)
+    floored, lifted = _log_std_trace(tmp_path / "floored", small_config, "train/log_std_floored",
+                                     numpy_update=numpy_update, log_std_min=-1.0)
     crossed = next(i for i, v in enumerate(free) if v < -1.0)  # StopIteration here: the test lost its power
     assert floored[:crossed] == free[:crossed]
     assert all(v == -1.0 for v in floored[crossed:])
-    assert lifted[None] == [None] * 5  # no floor, no metric
-    assert lifted[-1.0][:crossed + 1] == [0.0] * crossed + [1.0]  # the update that crossed was lifted back
+    assert lifted_free == [None] * 5  # no floor, no metric
+    assert lifted[:crossed + 1] == [0.0] * crossed + [1.0]  # the update that crossed was lifted back
     with pytest.raises(ConfigError, match="--log-std-min must be in"):  # a floor above the start would move it
         small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_min=-0.5)
     with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-min"):
         Trainer(small_config(tmp_path, log_std_min=-1.0), tmp_path)
+
+
+def test_log_std_max_caps_the_noise_an_entropy_bonus_raises(tmp_path, small_config):
+    """--log-std-max: a large entropy bonus raises the log-std; with the cap at the start the run is unchanged until
+    an update takes it above -1, and from then on the parameter sits on the cap."""
+    free, capped_free = _log_std_trace(tmp_path / "free", small_config, "train/log_std_capped", ent_coef=0.1)
+    capped, capped_share = _log_std_trace(tmp_path / "capped", small_config, "train/log_std_capped", ent_coef=0.1,
+                                          log_std_max=-1.0)
+    crossed = next(i for i, v in enumerate(free) if v > -1.0)  # StopIteration here: the test lost its power
+    assert capped[:crossed] == free[:crossed]
+    assert all(v == -1.0 for v in capped[crossed:]) and free[-1] > -1.0
+    assert capped_free == [None] * 5
+    assert capped_share[:crossed + 1] == [0.0] * crossed + [1.0]
+    with pytest.raises(ConfigError, match="--log-std-max must be in"):  # a cap below the start would move it
+        small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_max=-1.5)
+    with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-max"):
+        Trainer(small_config(tmp_path, log_std_max=0.0), tmp_path)
 
 
 def test_annealed_log_std_floor_by_hand():
