@@ -132,6 +132,10 @@ class TrainConfig:
     """Normalise advantages per minibatch."""
     ent_coef: Optional[float] = None
     """Entropy bonus coefficient c_H (preset: 0 classic and continuous, 0.01 Atari)."""
+    ent_below: Optional[float] = None
+    """Box actions: apply the entropy bonus only to action dimensions whose log-std is below this level, in units of
+    the action's half-range (log-std - log((high - low) / 2)), so the bonus holds the noise up to a level and no
+    further: a soft floor the reward can trade against. None: the bonus acts on every dimension."""
     vf_coef: float = 0.5
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -328,6 +332,8 @@ def validate(c: TrainConfig) -> None:
     _require(c.log_std_min is None or -20 <= c.log_std_min <= (2 if c.log_std_init is None else c.log_std_init),
              f"--log-std-min must be in [-20, --log-std-init] (a floor above the initial log-std would move it), "
              f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
+    _require(c.ent_below is None or bool(c.ent_coef),
+             "--ent-below limits an entropy bonus and there is none: add --ent-coef (e.g. 0.005) or drop the flag")
     _require(c.log_std_max is None or (-20 if c.log_std_init is None else c.log_std_init) <= c.log_std_max <= 2,
              f"--log-std-max must be in [--log-std-init, 2] (a cap below the initial log-std would move it), "
              f"got {c.log_std_max} with --log-std-init {c.log_std_init}")

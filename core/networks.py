@@ -137,6 +137,7 @@ class GaussianActor(nn.Module):
         super().__init__()
         self.net = mlp(obs_dim, hidden, act_dim, out_gain=0.01)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
+        self.entropy_ceiling: Optional[Tensor] = None  # (A,) or None; see evaluate
 
     def distribution(self, obs: Tensor) -> Distribution:
         mean = self.net(obs)
@@ -150,7 +151,10 @@ class GaussianActor(nn.Module):
         mean = self.net(obs)
         z = (actions - mean) * (-self.log_std).exp()
         logp = (-0.5 * z.pow(2) - self.log_std - HALF_LOG_2PI).sum(-1)
-        entropy = (0.5 + HALF_LOG_2PI + self.log_std).sum().expand(logp.shape)
+        log_std = self.log_std
+        if self.entropy_ceiling is not None:  # --ent-below: the same value, no entropy gradient above the ceiling
+            log_std = torch.where(log_std < self.entropy_ceiling, log_std, log_std.detach())
+        entropy = (0.5 + HALF_LOG_2PI + log_std).sum().expand(logp.shape)
         return logp, entropy
 
     def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:

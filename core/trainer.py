@@ -78,11 +78,15 @@ class Trainer:
         actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
                                        cfg.log_std_init, cfg.critic_hidden_sizes)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
-        for flag, value in (("--log-std-min", cfg.log_std_min), ("--log-std-max", cfg.log_std_max)):
+        for flag, value in (("--log-std-min", cfg.log_std_min), ("--log-std-max", cfg.log_std_max),
+                            ("--ent-below", cfg.ent_below)):
             if value is not None and not isinstance(self.actor, GaussianActor):
                 raise ConfigError(f"{flag} bounds a Gaussian policy's noise, and {cfg.env} has "
                                   f"{type(act_space).__name__} actions: drop {flag}")
-        self.log_std_floor_offset = self._log_std_floor_offset(act_space)
+        self.log_std_floor_offset = (self._log_half_range(act_space, "--log-std-min-relative")
+                                     if cfg.log_std_min_relative else torch.zeros((), device=self.device))
+        if cfg.ent_below is not None:
+            self.actor.entropy_ceiling = cfg.ent_below + self._log_half_range(act_space, "--ent-below")
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and (unless --joint-grad-clip) per-network
@@ -229,22 +233,22 @@ class Trainer:
                 floor = floor + self.log_std_floor_offset
                 metrics["train/log_std_floored"] = (self.actor.log_std < floor).float().mean().item()  # share lifted
                 self.actor.log_std.clamp_(min=floor)
+        if self.cfg.ent_below is not None:  # share of action dims the --ent-below bonus acted on at the end
+            metrics["train/ent_bonus_share"] = (self.actor.log_std < self.actor.entropy_ceiling).float().mean().item()
         if self.cfg.log_std_max is not None:  # the same projection from above
             with torch.no_grad():
                 metrics["train/log_std_capped"] = (self.actor.log_std > self.cfg.log_std_max).float().mean().item()
                 self.actor.log_std.clamp_(max=self.cfg.log_std_max)
         return {**metrics, **lag}
 
-    def _log_std_floor_offset(self, act_space) -> torch.Tensor:
-        """(act_dim,) added to the --log-std-min floor: log of each action's half-range with
-        --log-std-min-relative (0 for actions in +-1; validate() ensures a floor comes with it), else zeros."""
-        if not self.cfg.log_std_min_relative:
-            return torch.zeros((), device=self.device)
+    def _log_half_range(self, act_space, flag: str) -> torch.Tensor:
+        """(act_dim,) log of each action's half-range (high - low) / 2, as the actor's log-std (0 for actions
+        in +-1); ``flag`` names the option that needs it when the bounds are infinite."""
         half_range = (np.asarray(act_space.high, np.float64) - np.asarray(act_space.low, np.float64)) / 2
         if not np.all(np.isfinite(half_range) & (half_range > 0)):
-            raise ConfigError(f"--log-std-min-relative needs finite action bounds, and {self.cfg.env}'s are "
-                              f"{act_space.low} .. {act_space.high}: drop --log-std-min-relative")
-        return torch.as_tensor(np.log(half_range).reshape(-1), dtype=torch.float32, device=self.device)  # as log_std
+            raise ConfigError(f"{flag} needs finite action bounds, and {self.cfg.env}'s are "
+                              f"{act_space.low} .. {act_space.high}: drop {flag}")
+        return torch.as_tensor(np.log(half_range).reshape(-1), dtype=torch.float32, device=self.device)
 
     def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:
         """With --proximal-clip, the current policy's log-probs on the window anchor the update (stale data:

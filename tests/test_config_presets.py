@@ -47,6 +47,10 @@ def test_the_run_start_line_names_the_preset_choices():
     assert settings_line(resolve(noisy, "continuous")) == (
         "ppo on Humanoid-v5: GAE lambda 0.95; action log-std floored at -1.2 (std 0.30 x each action's half-range, "
         "falling linearly to 0 from 50% of training to the end); entropy bonus 0.01")
+    hinged = TrainConfig(algo="ppo", env="Humanoid-v5", ent_coef=0.005, ent_below=-1.0, log_std_max=0.0)
+    assert settings_line(resolve(hinged, "continuous")) == (
+        "ppo on Humanoid-v5: GAE lambda 0.95; action log-std capped at 0.0 (std 1.00); entropy bonus 0.005 on action "
+        "dims with log-std below -1 + log half-range")
 
 
 def test_joint_grad_clip_follows_the_optimisers_unless_set():

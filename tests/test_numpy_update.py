@@ -41,14 +41,16 @@ def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidde
 
 
 CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weights, policy weights, ent_coef,
-    #         proximal anchor)
+    #         proximal anchor); "dapo-ent-below" also gives the Gaussian actor an entropy ceiling (--ent-below)
     "ppo": (False, (0.2, 0.2, None), False, False, True, 0.0, False),
     "grpo": (False, (0.2, 0.2, 0.2), False, False, True, 0.0, False),
     "dapo": (True, (0.2, 0.28, 0.4), True, True, True, 0.01, False),
     "dapo-value-weights": (True, (0.1, 0.1, 0.3), True, True, False, 0.003, False),
     "dapo-proximal": (True, (0.2, 0.2, 0.4), True, True, True, 0.01, True),
     "dapo-wide-critic": (True, (0.2, 0.2, 0.2), False, False, True, 0.0, False),  # critic (40, 24), actor (16, 16)
+    "dapo-ent-below": (True, (0.2, 0.28, 0.4), True, True, True, 0.05, False),
 }
+ENTROPY_CEILING = torch.tensor([0.5, -0.5, 0.5])  # log-std starts at 0: the bonus acts on dimensions 0 and 2 only
 
 
 @pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
@@ -59,6 +61,8 @@ def test_numpy_update_matches_the_torch_update(case, discrete):
                               ent_coef=ent_coef, max_grad_norm=0.5, policy_weights=policy_weights)
     critic_hidden = (40, 24) if case == "dapo-wide-critic" else (16, 16)
     actor, critic, opt, sampler = _setup(dynamic, importance, discrete, critic_hidden)
+    if case == "dapo-ent-below" and not discrete:
+        actor.entropy_ceiling = ENTROPY_CEILING
     twin = copy.deepcopy((actor, critic, opt, sampler))  # the same weights and the same draws
     proximal = None
     if anchored:  # a proximal policy 0.3 nats (std) away from the behaviour one: weights spread around 1, some capped

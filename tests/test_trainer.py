@@ -11,6 +11,7 @@ from core import schedules
 from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
 from core.trainer import Trainer
+from core.networks import GaussianActor
 
 
 def _params(trainer):
@@ -283,12 +284,12 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
     assert min(r[3] for r in curves["grpo"]) < 1  # the brake acted
 
 
-def _log_std_trace(run_dir, small_config, metric, **overrides) -> tuple[list[float], list]:
-    """Five Pendulum updates from log-std -1: the log-std after each and the named metric of each."""
+def _log_std_trace(run_dir, small_config, metric, updates=5, **overrides) -> tuple[list[float], list]:
+    """Pendulum updates from log-std -1: the log-std after each and the named metric of each."""
     t = Trainer(small_config(run_dir, env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
                              log_std_init=-1.0, **overrides), run_dir)
     log_stds, metrics = [], []
-    for _ in range(5):
+    for _ in range(updates):
         metrics.append(t.iterate().get(metric))
         log_stds.append(t.actor.log_std.item())
     return log_stds, metrics
@@ -328,6 +329,33 @@ def test_log_std_max_caps_the_noise_an_entropy_bonus_raises(tmp_path, small_conf
         small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_max=-1.5)
     with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-max"):
         Trainer(small_config(tmp_path, log_std_max=0.0), tmp_path)
+
+
+def test_ent_below_stops_the_bonus_at_its_ceiling(tmp_path, small_config):
+    """--ent-below -1.5 on Pendulum (torques +-2): the bonus acts below log-std -1.5 + log 2 = -0.81. A large bonus
+    lifts the log-std from -1 in both runs alike until it crosses -0.81; then the free run keeps rising and the
+    hinged one stays at the ceiling."""
+    free, _ = _log_std_trace(tmp_path / "free", small_config, "train/ent_bonus_share", 8, ent_coef=0.1)
+    hinged, share = _log_std_trace(tmp_path / "hinged", small_config, "train/ent_bonus_share", 8, ent_coef=0.1,
+                                   ent_below=-1.5)
+    ceiling = -1.5 + math.log(2)
+    crossed = next(i for i, v in enumerate(free) if v > ceiling)  # StopIteration here: the test lost its power
+    assert hinged[:crossed] == free[:crossed] and share[:crossed] == [1.0] * crossed
+    assert all(abs(v - ceiling) < 0.03 for v in hinged[crossed:]) and free[-1] > max(hinged) + 0.05
+    with pytest.raises(ConfigError, match="--ent-below limits an entropy bonus and there is none"):
+        small_config(tmp_path, env="Pendulum-v1", ent_below=-1.0)
+    with pytest.raises(ConfigError, match="Discrete actions: drop --ent-below"):
+        Trainer(small_config(tmp_path, ent_coef=0.01, ent_below=-1.0), tmp_path)
+
+
+def test_entropy_ceiling_masks_the_entropy_gradient_by_hand():
+    """The actor's entropy keeps its value; its gradient is 1 on log-stds below the ceiling and 0 at or above it."""
+    actor = GaussianActor(2, 3, (4,), log_std_init=-1.0)
+    actor.entropy_ceiling = torch.tensor([-0.5, -1.5, -1.0])
+    _, entropy = actor.evaluate(torch.zeros(5, 2), torch.zeros(5, 3))
+    assert entropy.tolist() == pytest.approx([3 * (0.5 + 0.5 * math.log(2 * math.pi) - 1.0)] * 5)
+    entropy.mean().backward()
+    assert actor.log_std.grad.tolist() == [1.0, 0.0, 0.0]
 
 
 def test_annealed_log_std_floor_by_hand():
