@@ -164,7 +164,7 @@ class TrainConfig:
     log_std_max: Optional[float] = None
     """Cap on each action dimension's log-std (Box actions), kept by projection after every update like
     --log-std-min; None: no cap. With an entropy bonus, a cap at --log-std-init lets the bonus hold the noise
-    but not raise it (on Humanoid, whose actions span +-0.4, --ent-coef 0.005 alone raised the std past 0.4)."""
+    but not raise it (on Humanoid it still lost to DAPO without a bonus: experiments/results/MUJOCO.md)."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
     """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
     optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:

@@ -233,7 +233,7 @@ class Trainer:
                 floor = floor + self.log_std_floor_offset
                 metrics["train/log_std_floored"] = (self.actor.log_std < floor).float().mean().item()  # share lifted
                 self.actor.log_std.clamp_(min=floor)
-        if self.cfg.ent_below is not None:  # share of action dims the --ent-below bonus acted on at the end
+        if self.cfg.ent_below is not None:  # share of action dims the --ent-below bonus acts on now
             metrics["train/ent_bonus_share"] = (self.actor.log_std < self.actor.entropy_ceiling).float().mean().item()
         if self.cfg.log_std_max is not None:  # the same projection from above
             with torch.no_grad():
