@@ -225,21 +225,28 @@ class Trainer:
         problem = self.guard.after_update(finite, self.dist.all_true)
         if problem:
             self._record("non_finite", problem)
-        if self.cfg.log_std_min is not None:  # projected gradient descent: the floor holds between updates
-            with torch.no_grad():
-                c = self.cfg
-                floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
-                                                c.log_std_min_anneal_start)
-                floor = floor + self.log_std_floor_offset
-                metrics["train/log_std_floored"] = (self.actor.log_std < floor).float().mean().item()  # share lifted
-                self.actor.log_std.clamp_(min=floor)
-        if self.cfg.ent_below is not None:  # share of action dims the --ent-below bonus acts on now
-            metrics["train/ent_bonus_share"] = (self.actor.log_std < self.actor.entropy_ceiling).float().mean().item()
-        if self.cfg.log_std_max is not None:  # the same projection from above
-            with torch.no_grad():
-                metrics["train/log_std_capped"] = (self.actor.log_std > self.cfg.log_std_max).float().mean().item()
-                self.actor.log_std.clamp_(max=self.cfg.log_std_max)
+        metrics.update(self._bound_log_std())
         return {**metrics, **lag}
+
+    @torch.no_grad()
+    def _bound_log_std(self) -> dict[str, float]:
+        """Projected gradient descent on the Gaussian log-std after an update: lift it onto the --log-std-min floor,
+        lower it onto the --log-std-max cap, each with the share of action dims it moved; with --ent-below, the share
+        the bonus acts on (taken between the two, as the next update sees it unless the cap moves it)."""
+        if not isinstance(self.actor, GaussianActor):  # the flags need one (checked at start-up)
+            return {}
+        c, log_std, out = self.cfg, self.actor.log_std, {}
+        if c.log_std_min is not None:  # the floor holds between updates
+            floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
+                                            c.log_std_min_anneal_start) + self.log_std_floor_offset
+            out["train/log_std_floored"] = (log_std < floor).float().mean().item()
+            log_std.clamp_(min=floor)
+        if c.ent_below is not None:
+            out["train/ent_bonus_share"] = (log_std < self.actor.entropy_ceiling).float().mean().item()
+        if c.log_std_max is not None:
+            out["train/log_std_capped"] = (log_std > c.log_std_max).float().mean().item()
+            log_std.clamp_(max=c.log_std_max)
+        return out
 
     def _log_half_range(self, act_space, flag: str) -> torch.Tensor:
         """(act_dim,) log of each action's half-range (high - low) / 2, as the actor's log-std (0 for actions

@@ -10,8 +10,8 @@ from core.config import ConfigError
 from core import schedules
 from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
-from core.trainer import Trainer
 from core.networks import GaussianActor
+from core.trainer import Trainer
 
 
 def _params(trainer):
