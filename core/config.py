@@ -136,6 +136,10 @@ class TrainConfig:
     """Box actions: apply the entropy bonus only to action dimensions whose log-std is below this level, in units of
     the action's half-range (log-std - log((high - low) / 2)), so the bonus holds the noise up to a level and no
     further: a soft floor the reward can trade against. None: the bonus acts on every dimension."""
+    ent_per_dim: bool = False
+    """Box actions: divide the entropy bonus by the number of action dimensions, so --ent-coef weighs the mean
+    entropy per dimension (--ent-coef 0.03 is 0.005 per dim on 6-dim Walker2d and 0.0018 on 17-dim Humanoid,
+    whose noise must narrow fast). Off: --ent-coef weighs the summed entropy, as CleanRL and SB3 do."""
     vf_coef: float = 0.5
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -334,6 +338,8 @@ def validate(c: TrainConfig) -> None:
              f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
     _require(c.ent_below is None or bool(c.ent_coef),
              "--ent-below limits an entropy bonus and there is none: add --ent-coef (e.g. 0.005) or drop the flag")
+    _require(not c.ent_per_dim or bool(c.ent_coef),
+             "--ent-per-dim scales an entropy bonus and there is none: add --ent-coef (e.g. 0.03) or drop the flag")
     _require(c.log_std_max is None or (-20 if c.log_std_init is None else c.log_std_init) <= c.log_std_max <= 2,
              f"--log-std-max must be in [--log-std-init, 2] (a cap below the initial log-std would move it), "
              f"got {c.log_std_max} with --log-std-init {c.log_std_init}")

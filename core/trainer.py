@@ -79,9 +79,9 @@ class Trainer:
                                        cfg.log_std_init, cfg.critic_hidden_sizes)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         for flag, value in (("--log-std-min", cfg.log_std_min), ("--log-std-max", cfg.log_std_max),
-                            ("--ent-below", cfg.ent_below)):
+                            ("--ent-below", cfg.ent_below), ("--ent-per-dim", cfg.ent_per_dim or None)):
             if value is not None and not isinstance(self.actor, GaussianActor):
-                raise ConfigError(f"{flag} bounds a Gaussian policy's noise, and {cfg.env} has "
+                raise ConfigError(f"{flag} acts on a Gaussian policy's noise, and {cfg.env} has "
                                   f"{type(act_space).__name__} actions: drop {flag}")
         self.log_std_floor_offset = (self._log_half_range(act_space, "--log-std-min-relative")
                                      if cfg.log_std_min_relative else torch.zeros((), device=self.device))
@@ -107,7 +107,7 @@ class Trainer:
             self._evaluate = maybe_compile(self._evaluate)
         self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches,
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
-                                              cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm,
+                                              cfg.vf_coef, self._entropy_coefficient(act_space), cfg.max_grad_norm,
                                               policy_weights=cfg.importance_correction or cfg.resampling == "weighted")
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
         self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance,
@@ -247,6 +247,10 @@ class Trainer:
             out["train/log_std_capped"] = (log_std > c.log_std_max).float().mean().item()
             log_std.clamp_(max=c.log_std_max)
         return out
+
+    def _entropy_coefficient(self, act_space) -> float:
+        """c_H on the summed entropy: --ent-coef, or --ent-coef / A with --ent-per-dim (A action dims)."""
+        return self.cfg.ent_coef / act_space.shape[0] if self.cfg.ent_per_dim else self.cfg.ent_coef
 
     def _log_half_range(self, act_space, flag: str) -> torch.Tensor:
         """(act_dim,) log of each action's half-range (high - low) / 2, as the actor's log-std (0 for actions

@@ -191,6 +191,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # Humanoid's +-0.4): a soft floor relative to the action bounds. Seeds 1-5: Humanoid 1923 (P 0.49; 3 runs identical
     # to today's), HalfCheetah 5920 (P 0.48), but Walker2d 3574 and Ant 1581 (P 0.32): not a default
     "dapo-brake-ent0.005-below-1": [*DAPO_BRAKE, "--ent-coef", "0.005", "--ent-below", "-1"],
+    # the bonus on the mean entropy per action dim: 0.005 per dim on Walker2d and HalfCheetah (6 dims, the
+    # tested dapo-brake-ent0.005 exactly), 0.00375 on Ant (8), 0.0018 on Humanoid (17), where 0.005 hurt
+    "dapo-brake-ent0.03-per-dim": [*DAPO_BRAKE, "--ent-coef", "0.03", "--ent-per-dim"],
     # the same initial noise on the baselines: is the gain DAPO's or any PPO-family method's?
     "grpo-logstd-1": ["--algo", "grpo", "--log-std-init", "-1"],
     "ppo-logstd-1": ["--algo", "ppo", "--log-std-init", "-1"],
