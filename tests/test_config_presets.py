@@ -51,6 +51,9 @@ def test_the_run_start_line_names_the_preset_choices():
     assert settings_line(resolve(hinged, "continuous")) == (
         "ppo on Humanoid-v5: GAE lambda 0.95; action log-std capped at 0.0 (std 1.00); entropy bonus 0.005 on action "
         "dims with log-std below -1 + log half-range")
+    per_dim = TrainConfig(algo="ppo", env="Humanoid-v5", ent_coef=0.03, ent_per_dim=True)
+    assert settings_line(resolve(per_dim, "continuous")) == (
+        "ppo on Humanoid-v5: GAE lambda 0.95; entropy bonus 0.03 on the mean entropy per action dim")
 
 
 def test_joint_grad_clip_follows_the_optimisers_unless_set():

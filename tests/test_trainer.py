@@ -348,6 +348,24 @@ def test_ent_below_stops_the_bonus_at_its_ceiling(tmp_path, small_config):
         Trainer(small_config(tmp_path, ent_coef=0.01, ent_below=-1.0), tmp_path)
 
 
+@pytest.mark.parametrize("numpy_update", [True, False])
+def test_ent_per_dim_divides_the_bonus_by_the_action_dims(tmp_path, small_config, numpy_update):
+    """--ent-per-dim on Hopper (3 action dims): --ent-coef 0.03 weighs the summed entropy by 0.03 / 3 = 0.01, so two
+    updates match --ent-coef 0.01 exactly and differ from --ent-coef 0.03 on the sum."""
+    def log_std_after_two_updates(name, **overrides):
+        t = Trainer(small_config(tmp_path / name, env="Hopper-v5", num_envs=1, num_steps=128, num_epochs=2, lr=1e-2,
+                                 numpy_update=numpy_update, **overrides), tmp_path / name)
+        t.iterate(), t.iterate()
+        return t.update_settings.ent_coef, t.actor.log_std.tolist()
+    per_dim = log_std_after_two_updates("per-dim", ent_coef=0.03, ent_per_dim=True)
+    assert per_dim == log_std_after_two_updates("sum-0.01", ent_coef=0.01) and per_dim[0] == 0.01
+    assert per_dim[1] != log_std_after_two_updates("sum-0.03", ent_coef=0.03)[1]
+    with pytest.raises(ConfigError, match="--ent-per-dim scales an entropy bonus and there is none"):
+        small_config(tmp_path, env="Pendulum-v1", ent_per_dim=True)
+    with pytest.raises(ConfigError, match="Discrete actions: drop --ent-per-dim"):
+        Trainer(small_config(tmp_path, ent_coef=0.01, ent_per_dim=True), tmp_path)
+
+
 def test_entropy_ceiling_masks_the_entropy_gradient_by_hand():
     """The actor's entropy keeps its value; its gradient is 1 on log-stds below the ceiling and 0 at or above it."""
     actor = GaussianActor(2, 3, (4,), log_std_init=-1.0)
