@@ -268,6 +268,8 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
                                                                                         log_std_max=-1.0)
     assert _variant_config(ABLATION["dapo-brake-ent0.005-below-1"]) == dataclasses.replace(today, ent_coef=0.005,
                                                                                             ent_below=-1.0)
+    assert _variant_config(ABLATION["dapo-brake-ent0.03-per-dim"]) == dataclasses.replace(today, ent_coef=0.03,
+                                                                                           ent_per_dim=True)
     v6 = _variant_config(ABLATION["dapo-collapse-confirm"])
     assert v6 == dataclasses.replace(today, target_kl=0.0, kl_lr_max_scale=10.0)
     assert v6.clip_eps == 0.2 and v6.eps_v_start == 0.2  # the decoupled clip variants move one side only
