@@ -259,8 +259,8 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
                                                                                            log_std_min_anneal=True)
     assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5"]) == dataclasses.replace(
         today, log_std_min=-1.2, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
-    for std, floor in ((0.26, -1.35), (0.22, -1.5)):
-        assert _variant_config(ABLATION[f"dapo-brake-std{std}-hold0.5"]) == dataclasses.replace(
+    for name, floor in (("-floor-hold0.5-rel", -1.2), ("0.26-hold0.5", -1.35), ("0.22-hold0.5", -1.5)):
+        assert _variant_config(ABLATION[f"dapo-brake-std{name}"]) == dataclasses.replace(
             today, log_std_min=floor, log_std_min_relative=True, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
     for coef in (0.005, 0.01):
         assert _variant_config(ABLATION[f"dapo-brake-ent{coef}"]) == dataclasses.replace(today, ent_coef=coef)
