@@ -139,7 +139,8 @@ class TrainConfig:
     ent_per_dim: bool = False
     """Box actions: divide the entropy bonus by the number of action dimensions, so --ent-coef weighs the mean
     entropy per dimension (--ent-coef 0.03 is 0.005 per dim on 6-dim Walker2d and 0.0018 on 17-dim Humanoid,
-    whose noise must narrow fast). Off: --ent-coef weighs the summed entropy, as CleanRL and SB3 do."""
+    whose noise must narrow fast; still too much there: experiments/results/MUJOCO.md). Off: --ent-coef weighs the
+    summed entropy, as CleanRL and SB3 do."""
     vf_coef: float = 0.5
     """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
