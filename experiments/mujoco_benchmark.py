@@ -172,7 +172,9 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # and 0.22 keep Walker2d's gain and spare Ant? No (Walker2d seeds 1-5: 3417, P 0.50 / 3369, P 0.52 against today's
     # DAPO; seed 3 lost its gait again); Ant not run
     # ... the held std 0.30 in units of the half-range: the +-1 envs unchanged number for number, Humanoid's floor at
-    # std 0.12, below where today's DAPO narrows it (mean std 0.5 of the half-range at 1M steps)
+    # std 0.12, below where today's DAPO narrows it (mean std 0.5 of the half-range at 1M steps). Humanoid seeds 1-5:
+    # today's runs to the last digit (floor never bound); with the held floor's Ant seeds 1-10 (1619, P 0.36) not a
+    # default, but its means beat GRPO's and PPO's on all four envs (MUJOCO.md)
     "dapo-brake-std-floor-hold0.5-rel": [*DAPO_BRAKE, "--log-std-min", "-1.2", "--log-std-min-relative",
                                          "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
     "dapo-brake-std0.26-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.35", "--log-std-min-relative",
