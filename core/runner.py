@@ -69,9 +69,12 @@ def settings_line(cfg: TrainConfig) -> str:
     if cfg.log_std_max is not None:
         parts.append(f"action log-std capped at {cfg.log_std_max} (std {math.exp(cfg.log_std_max):.2f})")
     if cfg.ent_coef:
-        parts.append(f"entropy bonus {cfg.ent_coef:g}" + (" on the mean entropy per action dim" if cfg.ent_per_dim
-                                                           else "") + ("" if cfg.ent_below is None else
-                     f" on action dims with log-std below {cfg.ent_below:g} + log half-range"))
+        bonus = f"entropy bonus {cfg.ent_coef:g}"
+        if cfg.ent_per_dim:
+            bonus += " on the mean entropy per action dim"
+        if cfg.ent_below is not None:
+            bonus += f" on action dims with log-std below {cfg.ent_below:g} + log half-range"
+        parts.append(bonus)
     return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)
 
 

@@ -78,9 +78,10 @@ class Trainer:
         actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
                                        cfg.log_std_init, cfg.critic_hidden_sizes)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
-        for flag, value in (("--log-std-min", cfg.log_std_min), ("--log-std-max", cfg.log_std_max),
-                            ("--ent-below", cfg.ent_below), ("--ent-per-dim", cfg.ent_per_dim or None)):
-            if value is not None and not isinstance(self.actor, GaussianActor):
+        for flag, given in (("--log-std-min", cfg.log_std_min is not None),
+                            ("--log-std-max", cfg.log_std_max is not None),
+                            ("--ent-below", cfg.ent_below is not None), ("--ent-per-dim", cfg.ent_per_dim)):
+            if given and not isinstance(self.actor, GaussianActor):
                 raise ConfigError(f"{flag} acts on a Gaussian policy's noise, and {cfg.env} has "
                                   f"{type(act_space).__name__} actions: drop {flag}")
         self.log_std_floor_offset = (self._log_half_range(act_space, "--log-std-min-relative")
