@@ -32,6 +32,17 @@ class OneLineParser(argparse.ArgumentParser):
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
+    def parse_known_args(self, args=None, namespace=None):
+        """Read ``--log-std-min -inf`` as ``--log-std-min=-inf``: argparse takes a word starting with "-" that is not
+        a plain number for an option, so the value would be missing."""
+        words = []
+        for word in sys.argv[1:] if args is None else args:
+            if word == "-inf" and words and words[-1].startswith("--") and "=" not in words[-1]:
+                words[-1] += "=-inf"
+            else:
+                words.append(word)
+        return super().parse_known_args(words, namespace)
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """Attribute docstrings (the string literal right after each field) of a dataclass."""

@@ -154,15 +154,18 @@ class TrainConfig:
     back; see README "Why DAPO on MuJoCo starts with less action noise")."""
     log_std_min: Optional[float] = None
     """Floor on each action dimension's log-std of the Gaussian policy (Box actions), kept by projecting the
-    parameter back onto it after every update; None: no floor. Within an update the log-std may dip below it."""
-    log_std_min_anneal: bool = False
+    parameter back onto it after every update; within an update the log-std may dip below it (preset: no floor;
+    for dapo on MuJoCo -1.2 in units of the half-range, held for the first half of training, then falling to zero:
+    Walker2d's walkers kept the noise GRPO ends with). A value given here replaces the preset floor whole, its
+    shape flags off unless given; --log-std-min=-inf: no floor."""
+    log_std_min_anneal: Optional[bool] = None
     """Lower the --log-std-min floor's std linearly to zero over training: it holds the noise up early, when it
     would otherwise collapse, and lifts by the end, so late training episodes do not pay for noise (a fixed floor
     cost DAPO's training return on Ant and HalfCheetah while its deterministic policy evaluated as well)."""
-    log_std_min_anneal_start: float = 0.0
+    log_std_min_anneal_start: Optional[float] = None
     """With --log-std-min-anneal: the share of training during which the floor holds before it starts to fall
     (0: it falls from the first step; 0.5: it holds for the first half, then falls to zero at the end)."""
-    log_std_min_relative: bool = False
+    log_std_min_relative: Optional[bool] = None
     """Measure --log-std-min in units of each action's half-range (high - low) / 2: the std floor becomes
     e^floor * half-range, the same relative noise on Humanoid (actions in +-0.4) as on envs whose actions span +-1,
     where the flag changes nothing."""

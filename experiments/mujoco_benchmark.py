@@ -35,11 +35,12 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); those of 7badec4..dd331ea, which also clip both
 # networks' gradients by one norm, are "dapo-joint-grad-clip" (rows labelled "dapo-v5"); those of dd331ea..e09766b,
 # whose collapse monitor also waits for a second window of fresh episodes, are "dapo-collapse-confirm" (rows labelled
-# "dapo-v6"); today's, which also brake the policy rate while approx KL runs high, are "dapo-confirm-kl0.05-brake"
-# (the main suite's "dapo").
+# "dapo-v6"); those of a0627b1..(the floor's switch), which also brake the policy rate while approx KL runs high, are
+# "dapo-confirm-kl0.05-brake" (rows labelled "dapo-v7"); today's, which also hold a floor under the action noise for
+# the first half of training, are "dapo-brake-std-floor-hold0.5-rel" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
            "--dynamic-sampling", "--log-std-init", "0", "--no-joint-grad-clip", "--collapse-confirm", "0",
-           "--target-kl", "0", "--kl-lr-max-scale", "10"]
+           "--target-kl", "0", "--kl-lr-max-scale", "10", "--log-std-min=-inf"]
 # the MuJoCo defaults of 3f1c8c6..11d9224, spelled out from DAPO_V1 for the same reason
 DAPO_V3 = [*DAPO_V1, "--no-dynamic-sampling", "--auto-lambda", "--eps-v-start", "0.2", "--eps-v-schedule", "constant"]
 # and those of 11d9224..7badec4, which also start the Gaussian policy at std e^-1
@@ -172,11 +173,16 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # and 0.22 keep Walker2d's gain and spare Ant? No (Walker2d seeds 1-5: 3417, P 0.50 / 3369, P 0.52 against today's
     # DAPO; seed 3 lost its gait again); Ant not run
     # ... the held std 0.30 in units of the half-range: the +-1 envs unchanged number for number, Humanoid's floor at
-    # std 0.12, below where today's DAPO narrows it (mean std 0.5 of the half-range at 1M steps). Humanoid seeds 1-5:
-    # today's runs to the last digit (floor never bound); with the held floor's Ant seeds 1-10 (1619, P 0.36) not a
-    # default, but its means beat GRPO's and PPO's on all four envs (MUJOCO.md)
+    # std 0.12, below where dapo-v7 narrows it (mean std 0.5 of the half-range at 1M steps). Humanoid seeds 1-10:
+    # dapo-v7's runs to the last digit (floor never bound). Its means beat GRPO's and PPO's on all four envs (10 seeds
+    # each; Ant 1619 vs dapo-v7's 1961, P 0.36): DAPO's MuJoCo default since the switch (MUJOCO.md)
     "dapo-brake-std-floor-hold0.5-rel": [*DAPO_BRAKE, "--log-std-min", "-1.2", "--log-std-min-relative",
                                          "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
+    # ... DAPO's MuJoCo default since the switch (above) with the health monitors off: with the floor, Ant's collapse
+    # monitor fired in 7 of 10 runs (dapo-v7's: none); did the remedy cost Ant its training return? (Ant, seeds 1-10)
+    "dapo-brake-std-floor-hold0.5-rel-no-health": [*DAPO_BRAKE, "--log-std-min", "-1.2", "--log-std-min-relative",
+                                                   "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5",
+                                                   "--no-health-monitors"],
     "dapo-brake-std0.26-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.35", "--log-std-min-relative",
                                    "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
     "dapo-brake-std0.22-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.5", "--log-std-min-relative",

@@ -239,17 +239,25 @@ def test_mujoco_benchmark_variant_flags_are_valid(suite):
 
 
 def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
-    """The main table's dapo column is the dapo-confirm-kl0.05-brake ablation, its dapo-v6 column
-    dapo-collapse-confirm, dapo-v5 dapo-joint-grad-clip, dapo-v4 dapo-grpo-settings-logstd-1, dapo-v3
-    dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags must resolve to exactly what plain --algo
-    dapo resolves to now (v6: without the KL brake; v5: that and a collapse remedy on the first window showing the
-    drop; v4: that and per-network gradient clipping; v3: that and CleanRL's initial action std 1; v2: that and the
-    draws on), and dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
+    """The main table's dapo column is the dapo-brake-std-floor-hold0.5-rel ablation, its dapo-v7 column
+    dapo-confirm-kl0.05-brake, dapo-v6 dapo-collapse-confirm, dapo-v5 dapo-joint-grad-clip, dapo-v4
+    dapo-grpo-settings-logstd-1, dapo-v3 dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags must
+    resolve to exactly what plain --algo dapo resolves to now (v7: without the held action-noise floor; v6: that and
+    without the KL brake; v5: that and a collapse remedy on the first window showing the drop; v4: that and
+    per-network gradient clipping; v3: that and CleanRL's initial action std 1; v2: that and the draws on), and
+    dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
     from experiments.mujoco_benchmark import ABLATION, MAIN
-    today = _variant_config(MAIN["dapo"])
+    default = _variant_config(MAIN["dapo"])
+    assert (default.log_std_min, default.log_std_min_relative) == (-1.2, True)
+    assert (default.log_std_min_anneal, default.log_std_min_anneal_start) == (True, 0.5)
+    assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5-rel"]) == default
+    assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5-rel-no-health"]) == dataclasses.replace(
+        default, health_monitors=False)
+    today = _variant_config(ABLATION["dapo-confirm-kl0.05-brake"])  # v7, the defaults the ablations below varied
+    assert today == dataclasses.replace(default, log_std_min=None, log_std_min_relative=False,
+                                        log_std_min_anneal=False, log_std_min_anneal_start=0.0)
     assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
     assert today.collapse_confirm == 1 and (today.target_kl, today.kl_lr_max_scale) == (0.05, 1.0)
-    assert _variant_config(ABLATION["dapo-confirm-kl0.05-brake"]) == today
     assert _variant_config(ABLATION["dapo-brake-critic256"]) == dataclasses.replace(today, critic_hidden_sizes=(256, 256))
     assert _variant_config(ABLATION["dapo-brake-lambda-min0.95"]) == dataclasses.replace(today, lambda_min=0.95)
     assert _variant_config(ABLATION["dapo-brake-clip-lower"]) == dataclasses.replace(today, clip_eps_low=0.28,
@@ -259,7 +267,7 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
                                                                                            log_std_min_anneal=True)
     assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5"]) == dataclasses.replace(
         today, log_std_min=-1.2, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
-    for name, floor in (("-floor-hold0.5-rel", -1.2), ("0.26-hold0.5", -1.35), ("0.22-hold0.5", -1.5)):
+    for name, floor in (("0.26-hold0.5", -1.35), ("0.22-hold0.5", -1.5)):
         assert _variant_config(ABLATION[f"dapo-brake-std{name}"]) == dataclasses.replace(
             today, log_std_min=floor, log_std_min_relative=True, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
     for coef in (0.005, 0.01):

@@ -75,6 +75,13 @@ def test_malformed_flags(capsys, argv, expect):
     _usage_error(capsys, ["run", *argv], expect)
 
 
+@pytest.mark.parametrize("spelling", [["--log-std-min", "-inf"], ["--log-std-min=-inf"]])
+def test_minus_infinity_reads_as_a_value_in_either_spelling(spelling):
+    """`--log-std-min -inf` (no noise floor) would otherwise be taken for an unknown option."""
+    from core.cli import build_parser
+    assert build_parser().parse_args(["run", *spelling]).log_std_min == float("-inf")
+
+
 @pytest.mark.parametrize("content,expect", [
     (None, "cannot read config"),
     ("a: [1,", "not valid YAML"),

@@ -28,6 +28,14 @@ def test_explicit_settings_override_the_mujoco_dapo_preset():
     assert (c.dynamic_sampling, c.auto_lambda, c.eps_v_start) == (True, True, 0.2)
     c = resolve(TrainConfig(algo="dapo", log_std_init=0.0), "continuous")  # CleanRL's initial noise back
     assert (c.log_std_init, c.auto_lambda) == (0.0, True)
+    c = resolve(TrainConfig(algo="dapo", log_std_min=-1.5), "continuous")  # a given floor replaces the preset's whole
+    assert (c.log_std_min, c.log_std_min_relative, c.log_std_min_anneal, c.log_std_min_anneal_start) == (
+        -1.5, False, False, 0.0)
+    c = resolve(TrainConfig(algo="dapo", log_std_min=float("-inf")), "continuous")  # no floor
+    assert (c.log_std_min, c.log_std_min_relative, c.log_std_min_anneal) == (None, False, False)
+    c = resolve(TrainConfig(algo="dapo", log_std_min_anneal_start=0.3), "continuous")  # the preset floor, reshaped
+    assert (c.log_std_min, c.log_std_min_relative, c.log_std_min_anneal_start) == (-1.2, True, 0.3)
+    assert resolve(TrainConfig(algo="grpo"), "continuous").log_std_min is None  # the baselines keep CleanRL's
 
 
 def test_the_run_start_line_names_the_preset_choices():
@@ -37,7 +45,8 @@ def test_the_run_start_line_names_the_preset_choices():
                     "minibatches uniform (--dynamic-sampling for advantage-weighted draws); "
                     "gradient norm clipped jointly over actor and critic; collapse remedy once 2 windows in a row "
                     "show the drop; policy lr /1.5 after each update with approx KL > 0.1, never above schedule; "
-                    "initial action log-std -1.0 (std 0.37)")
+                    "initial action log-std -1.0 (std 0.37); action log-std floored at -1.2 (std 0.30 x each "
+                    "action's half-range, falling linearly to 0 from 50% of training to the end)")
     line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")

@@ -272,7 +272,8 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
 
     common = dict(env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=1024, num_minibatches=8, auto_lambda=True,
                   health_monitors=False, dynamic_sampling=False, eps_v_start=0.2, eps_v_schedule="constant",
-                  log_std_init=-1.0, numpy_update=numpy_update, target_kl=1e-6, kl_lr_max_scale=1.0)
+                  log_std_init=-1.0, numpy_update=numpy_update, target_kl=1e-6, kl_lr_max_scale=1.0,
+                  log_std_min=float("-inf"))  # DAPO's noise floor off (it would hold the noise up)
     curves = {}
     for name, algo, joint in (("grpo", "grpo", None), ("dapo-joint", "dapo", True), ("dapo", "dapo", False)):
         run_experiment(small_config(tmp_path / name, algo=algo, joint_grad_clip=joint, **common))
@@ -285,7 +286,9 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
 
 
 def _log_std_trace(run_dir, small_config, metric, updates=5, **overrides) -> tuple[list[float], list]:
-    """Pendulum updates from log-std -1: the log-std after each and the named metric of each."""
+    """Pendulum updates from log-std -1: the log-std after each and the named metric of each (DAPO's preset noise
+    floor off unless the test gives one)."""
+    overrides.setdefault("log_std_min", float("-inf"))
     t = Trainer(small_config(run_dir, env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
                              log_std_init=-1.0, **overrides), run_dir)
     log_stds, metrics = [], []
@@ -402,7 +405,7 @@ def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_
         assert t.global_step == k * 256
         assert t.actor.log_std.item() == pytest.approx(-1.0 + math.log(1 - k / 6))
     with pytest.raises(ConfigError, match="--log-std-min-anneal lowers a floor and there is none"):
-        small_config(tmp_path, env="Pendulum-v1", log_std_min_anneal=True)
+        small_config(tmp_path, env="Pendulum-v1", log_std_min=float("-inf"), log_std_min_anneal=True)
     with pytest.raises(ConfigError, match="--log-std-min-anneal-start must be in"):
         small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_start=0.5)
 
@@ -428,4 +431,4 @@ def test_log_std_min_relative_scales_the_floor_by_the_action_half_range(tmp_path
     assert floored_run("Pendulum-v1", False)[0] == [-1.0] * 3
     assert floored_run("MountainCarContinuous-v0", True) == floored_run("MountainCarContinuous-v0", False)
     with pytest.raises(ConfigError, match="--log-std-min-relative scales a floor and there is none"):
-        small_config(tmp_path, env="Pendulum-v1", log_std_min_relative=True)
+        small_config(tmp_path, env="Pendulum-v1", log_std_min=float("-inf"), log_std_min_relative=True)
