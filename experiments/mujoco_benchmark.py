@@ -35,7 +35,7 @@ MAIN = {"ppo": ["--algo", "ppo"], "grpo": ["--algo", "grpo"], "dapo": ["--algo",
 # "dapo-grpo-settings-logstd-1" (rows labelled "dapo-v4"); those of 7badec4..dd331ea, which also clip both
 # networks' gradients by one norm, are "dapo-joint-grad-clip" (rows labelled "dapo-v5"); those of dd331ea..e09766b,
 # whose collapse monitor also waits for a second window of fresh episodes, are "dapo-collapse-confirm" (rows labelled
-# "dapo-v6"); those of a0627b1..(the floor's switch), which also brake the policy rate while approx KL runs high, are
+# "dapo-v6"); those of a0627b1..52c7c8d, which also brake the policy rate while approx KL runs high, are
 # "dapo-confirm-kl0.05-brake" (rows labelled "dapo-v7"); today's, which also hold a floor under the action noise for
 # the first half of training, are "dapo-brake-std-floor-hold0.5-rel" (the main suite's "dapo").
 DAPO_V1 = ["--algo", "dapo", "--no-auto-lambda", "--eps-v-start", "0.5", "--eps-v-schedule", "linear",
