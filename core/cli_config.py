@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import math
 import sys
 import typing
 from pathlib import Path
@@ -177,6 +178,8 @@ def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir:
             raise ConfigError(f"--{frozen[0].replace('_', '-')} cannot change when resuming; only "
                               f"{', '.join('--' + k.replace('_', '-') for k in sorted(RESUMABLE_OVERRIDES))} can")
         base = dataclasses.asdict(load_run_config(resume_dir, cls))
+        if "log_std_min" in base and base["log_std_min"] is None:  # saved "no floor": the presets must not add one
+            base["log_std_min"] = -math.inf
         return cls(**{**base, **flags, "run_dir": str(resume_dir)})
     values = read_yaml_config(config_file, cls) if config_file is not None else {}
     return cls(**{**values, **flags})

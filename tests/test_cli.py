@@ -139,6 +139,21 @@ def test_resume_refuses_to_change_the_algorithm(capsys, finished_run):
     assert _digest(finished_run) == before
 
 
+@pytest.mark.parametrize("floor_flags,saved_floor", [([], -1.2), (["--log-std-min", "-inf"], None)])
+def test_resume_keeps_the_runs_noise_floor(tmp_path, floor_flags, saved_floor):
+    """A resumed run keeps the floor it started with: DAPO's continuous preset adds one to a config that names none,
+    so a saved "no floor" (null) must not turn into the preset's when the run resumes."""
+    import yaml
+
+    run_dir = tmp_path / "r"
+    tiny = ["--env", "Pendulum-v1", "--algo", "dapo", "--num-steps", "64", "--num-minibatches", "2",
+            "--eval-episodes", "1", "--no-progress", "--no-tensorboard"]
+    assert main(["run", *tiny, *floor_flags, "--total-steps", "64", "--run-dir", str(run_dir)]) == 0
+    assert main(["run", "--resume", str(run_dir), "--total-steps", "128", "--no-progress"]) == 0
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert (saved["log_std_min"], saved["total_steps"]) == (saved_floor, 128)
+
+
 def test_corrupt_checkpoint(capsys, finished_run, tmp_path):
     import shutil
 
