@@ -149,10 +149,12 @@ def write_yaml_config(cfg: Any) -> str:
 # Options added after runs were recorded, or whose saved null meant "off" before a preset filled it, with the value
 # that reproduces such a run (resume and eval must not hand it today's preset instead): runs from before
 # --joint-grad-clip clipped as their optimisers implied; a saved `target_kl: null` ran without the KL rule; runs
-# from before --critic-hidden-sizes had the actor's widths.
+# from before --critic-hidden-sizes had the actor's widths; runs from before a noise-floor shape flag had it off.
 LEGACY_VALUES = {"collapse_confirm": lambda c: 0, "joint_grad_clip": joint_grad_clip,
                  "target_kl": lambda c: 0.0, "kl_lr_max_scale": lambda c: 10.0,
-                 "critic_hidden_sizes": lambda c: tuple(c.hidden_sizes)}
+                 "critic_hidden_sizes": lambda c: tuple(c.hidden_sizes),
+                 "log_std_min_anneal": lambda c: False, "log_std_min_anneal_start": lambda c: 0.0,
+                 "log_std_min_anneal_end": lambda c: 1.0, "log_std_min_relative": lambda c: False}
 
 
 def load_run_config(run_dir: Path, cls: type = TrainConfig):

@@ -165,6 +165,9 @@ class TrainConfig:
     log_std_min_anneal_start: Optional[float] = None
     """With --log-std-min-anneal: the share of training during which the floor holds before it starts to fall
     (0: it falls from the first step; 0.5: it holds for the first half, then falls to zero at the end)."""
+    log_std_min_anneal_end: Optional[float] = None
+    """With --log-std-min-anneal: the share of training at which the falling floor reaches zero (preset 1: the end;
+    0.75 leaves the last quarter without a floor)."""
     log_std_min_relative: Optional[bool] = None
     """Measure --log-std-min in units of each action's half-range (high - low) / 2: the std floor becomes
     e^floor * half-range, the same relative noise on Humanoid (actions in +-0.4) as on envs whose actions span +-1,
@@ -354,6 +357,10 @@ def validate(c: TrainConfig) -> None:
     _require(0 <= c.log_std_min_anneal_start < 1 and (c.log_std_min_anneal or c.log_std_min_anneal_start == 0),
              f"--log-std-min-anneal-start must be in [0, 1) and needs --log-std-min-anneal, got "
              f"{c.log_std_min_anneal_start} with --log-std-min-anneal {c.log_std_min_anneal}")
+    _require(c.log_std_min_anneal_start < c.log_std_min_anneal_end <= 1
+             and (c.log_std_min_anneal or c.log_std_min_anneal_end == 1),
+             f"--log-std-min-anneal-end must be in (--log-std-min-anneal-start, 1] and needs --log-std-min-anneal, "
+             f"got {c.log_std_min_anneal_end} with start {c.log_std_min_anneal_start}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
     _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "

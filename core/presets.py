@@ -14,7 +14,8 @@ from core.config import ALGOS, ConfigError, TrainConfig, joint_grad_clip, valida
 # Env-family presets: "classic" follows the RL-Zoo CartPole tuning, "continuous" CleanRL's MuJoCo PPO,
 # "atari" CleanRL's ppo_atari (rewards sign-clipped by the env, so no reward scaling).
 _KL_RULE_OFF = dict(target_kl=0.0, kl_lr_max_scale=10.0)
-_FLOOR_SHAPE_OFF = dict(log_std_min_anneal=False, log_std_min_anneal_start=0.0, log_std_min_relative=False)
+_FLOOR_SHAPE_OFF = dict(log_std_min_anneal=False, log_std_min_anneal_start=0.0, log_std_min_anneal_end=1.0,
+                        log_std_min_relative=False)
 _COMMON = dict(backend="sync", clip_eps=0.2, ent_coef=0.0, eval_deterministic=True, precision="fp32",
                log_std_init=0.0, **_KL_RULE_OFF, **_FLOOR_SHAPE_OFF)
 ENV_PRESETS = {

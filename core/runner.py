@@ -64,7 +64,8 @@ def settings_line(cfg: TrainConfig) -> str:
     if cfg.log_std_min is not None:
         parts.append(f"action log-std floored at {cfg.log_std_min} (std {math.exp(cfg.log_std_min):.2f}"
                      + (" x each action's half-range" if cfg.log_std_min_relative else "")
-                     + (f", falling linearly to 0 from {cfg.log_std_min_anneal_start:.0%} of training to the end)"
+                     + (f", falling linearly to 0 from {cfg.log_std_min_anneal_start:.0%} of training to "
+                        + ("the end)" if cfg.log_std_min_anneal_end == 1 else f"{cfg.log_std_min_anneal_end:.0%})")
                         if cfg.log_std_min_anneal else ")"))
     if cfg.log_std_max is not None:
         parts.append(f"action log-std capped at {cfg.log_std_max} (std {math.exp(cfg.log_std_max):.2f})")

@@ -28,13 +28,14 @@ def policy_lr(base: float, progress: float, anneal: bool, step: int, drop_step: 
     return lr * drop_factor if drop_step is not None and step >= drop_step else lr
 
 
-def log_std_floor(floor: float, progress: float, anneal: bool, start: float = 0.0) -> float:
+def log_std_floor(floor: float, progress: float, anneal: bool, start: float = 0.0, end: float = 1.0) -> float:
     """The Gaussian policy's log-std floor at ``progress``: ``floor``, or with ``anneal`` the floor's std ``e^floor``
-    held until ``start`` and then falling linearly to zero at the end (-inf, no floor):
-    ``floor + log(min(1, (1 - progress) / (1 - start)))``."""
+    held until ``start`` and then falling linearly to zero at ``end`` (-inf from there: no floor):
+    ``floor + log(min(1, (end - progress) / (end - start)))``."""
     if not anneal:
         return floor
-    remaining = min(linear(1.0 / (1.0 - start), 0.0, progress), 1.0)
+    rate = 1.0 / (end - start)  # written so that end = 1 gives the floats of the end-only schedule bit for bit
+    remaining = min(linear(rate * end, rate * end - rate, progress), 1.0)
     return floor + math.log(remaining) if remaining > 0 else -math.inf
 
 

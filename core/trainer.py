@@ -239,7 +239,8 @@ class Trainer:
         c, log_std, out = self.cfg, self.actor.log_std, {}
         if c.log_std_min is not None:  # the floor holds between updates
             floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
-                                            c.log_std_min_anneal_start) + self.log_std_floor_offset
+                                            c.log_std_min_anneal_start, c.log_std_min_anneal_end)
+            floor = floor + self.log_std_floor_offset
             out["train/log_std_floored"] = (log_std < floor).float().mean().item()
             log_std.clamp_(min=floor)
         if c.ent_below is not None:

@@ -253,9 +253,11 @@ def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
     assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5-rel"]) == default
     assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5-rel-no-health"]) == dataclasses.replace(
         default, health_monitors=False)
+    assert _variant_config(ABLATION["dapo-floor-end0.75"]) == dataclasses.replace(default, log_std_min_anneal_end=0.75)
     today = _variant_config(ABLATION["dapo-confirm-kl0.05-brake"])  # v7, the defaults the ablations below varied
     assert today == dataclasses.replace(default, log_std_min=None, log_std_min_relative=False,
                                         log_std_min_anneal=False, log_std_min_anneal_start=0.0)
+    assert default.log_std_min_anneal_end == 1.0
     assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
     assert today.collapse_confirm == 1 and (today.target_kl, today.kl_lr_max_scale) == (0.05, 1.0)
     assert _variant_config(ABLATION["dapo-brake-critic256"]) == dataclasses.replace(today, critic_hidden_sizes=(256, 256))

@@ -1,7 +1,7 @@
 """Preset resolution: which settings each algorithm gets on each env family, and that flags win."""
 import pytest
 
-from core.config import TrainConfig
+from core.config import TrainConfig, validate
 from core.presets import resolve
 
 
@@ -47,6 +47,8 @@ def test_the_run_start_line_names_the_preset_choices():
                     "show the drop; policy lr /1.5 after each update with approx KL > 0.1, never above schedule; "
                     "initial action log-std -1.0 (std 0.37); action log-std floored at -1.2 (std 0.30 x each "
                     "action's half-range, falling linearly to 0 from 50% of training to the end)")
+    line = settings_line(resolve(TrainConfig(algo="dapo", env="Hopper-v5", log_std_min_anneal_end=0.75), "continuous"))
+    assert line.endswith("(std 0.30 x each action's half-range, falling linearly to 0 from 50% of training to 75%)")
     line = settings_line(resolve(TrainConfig(algo="dapo", clip_eps_high=0.28), "classic"))
     assert line == ("dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
                     "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
@@ -98,6 +100,26 @@ def test_collapse_confirm_preset_and_runs_recorded_before_it(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
     loaded = resolve(load_run_config(tmp_path), "continuous")
     assert loaded == dataclasses.replace(today, collapse_confirm=0, joint_grad_clip=False)
+
+
+def test_noise_floor_preset_and_runs_recorded_before_it(tmp_path):
+    """DAPO on MuJoCo holds a noise floor; a run directory whose config.yaml predates the floor's options (or saved
+    no floor) loads for eval as it ran and resumes without a floor: the preset must not add one."""
+    import dataclasses
+
+    import yaml
+
+    from core.cli_config import build_config, load_run_config, write_yaml_config
+    today = resolve(TrainConfig(algo="dapo", env="HalfCheetah-v5"), "continuous")
+    assert (today.log_std_min, today.log_std_min_anneal_start, today.log_std_min_anneal_end) == (-1.2, 0.5, 1.0)
+    no_floor = dataclasses.replace(today, log_std_min=None, log_std_min_anneal=False, log_std_min_anneal_start=0.0,
+                                   log_std_min_anneal_end=1.0, log_std_min_relative=False, run_dir=str(tmp_path))
+    saved = yaml.safe_load(write_yaml_config(today))
+    for old in ({k: v for k, v in saved.items() if not k.startswith("log_std_min")},
+                {**saved, **yaml.safe_load(write_yaml_config(no_floor))}):
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+        validate(load_run_config(tmp_path))  # what eval reads
+        assert resolve(build_config({}, None, tmp_path), "continuous") == no_floor  # what resume trains
 
 
 def test_kl_brake_preset_and_runs_recorded_before_it(tmp_path):

@@ -389,6 +389,14 @@ def test_annealed_log_std_floor_by_hand():
     held = [math.exp(schedules.log_std_floor(-1.2, p, anneal=True, start=0.5)) / math.exp(-1.2)
             for p in (0.0, 0.5, 0.75, 0.9)]  # held for the first half, then linear to zero
     assert held == pytest.approx([1.0, 1.0, 0.5, 0.2])
+    early = [math.exp(schedules.log_std_floor(-1.2, p, anneal=True, start=0.5, end=0.75)) / math.exp(-1.2)
+             for p in (0.25, 0.5, 0.625, 0.7)]  # held, then zero at three quarters
+    assert early == pytest.approx([1.0, 1.0, 0.5, 0.2])
+    assert [schedules.log_std_floor(-1.2, p, anneal=True, start=0.5, end=0.75) for p in (0.75, 0.9)] == [-math.inf] * 2
+    for start in (0.0, 0.3, 0.5):  # end = 1 keeps the floats the committed runs were made with, bit for bit
+        old = [min(schedules.linear(1.0 / (1.0 - start), 0.0, k / 488), 1.0) for k in range(489)]
+        assert [schedules.log_std_floor(0.0, k / 488, True, start, 1.0) for k in range(488)] == [
+            math.log(r) for r in old[:488]]
 
 
 def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_config):
@@ -408,6 +416,12 @@ def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_
         small_config(tmp_path, env="Pendulum-v1", log_std_min=float("-inf"), log_std_min_anneal=True)
     with pytest.raises(ConfigError, match="--log-std-min-anneal-start must be in"):
         small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_start=0.5)
+    for end in (0.5, 1.5):  # not after the start, or past the end of training
+        with pytest.raises(ConfigError, match="--log-std-min-anneal-end must be in"):
+            small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal=True,
+                         log_std_min_anneal_start=0.5, log_std_min_anneal_end=end)
+    with pytest.raises(ConfigError, match="needs --log-std-min-anneal"):
+        small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_end=0.75)
 
 
 def test_log_std_min_relative_scales_the_floor_by_the_action_half_range(tmp_path, small_config):
