@@ -181,7 +181,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # each; Ant 1619 vs dapo-v7's 1961, P 0.36): DAPO's MuJoCo default since the switch (MUJOCO.md)
     "dapo-brake-std-floor-hold0.5-rel": DAPO_FLOOR,
     # ... DAPO's MuJoCo default since the switch (above) with the health monitors off: with the floor, Ant's collapse
-    # monitor fired in 7 of 10 runs (dapo-v7's: none); did the remedy cost Ant its training return? (Ant, seeds 1-10)
+    # monitor fired in 7 of 10 runs (dapo-v7's: none); did the remedy cost Ant its training return? No
+    # (Ant seeds 1-10: 1410 vs 1619, P 0.42; seeds without a firing identical): Ant's loss is the held noise itself
     "dapo-brake-std-floor-hold0.5-rel-no-health": [*DAPO_FLOOR, "--no-health-monitors"],
     # ... with the floor reaching zero at 75% of training instead of the end (hold phase unchanged): Ant's training
     # return sits at ~400 while the floor holds and climbs steeply once it falls, still rising at 1M steps, while its
