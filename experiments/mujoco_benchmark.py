@@ -190,10 +190,8 @@ ABLATION = {  # DAPO with one mechanism removed or varied (SPEC 2.3), on the def
     # 1-5: Ant 1777 vs 1558 on the same seeds (4 of 5 won), but Walker2d 3770 vs 4144 (seed 2 fell to 2562): fails the
     # screen's rule (Walker2d >= 3994), not carried on
     "dapo-floor-end0.75": [*DAPO_FLOOR, "--log-std-min-anneal-end", "0.75"],
-    "dapo-brake-std0.26-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.35", "--log-std-min-relative",
-                                   "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
-    "dapo-brake-std0.22-hold0.5": [*DAPO_BRAKE, "--log-std-min", "-1.5", "--log-std-min-relative",
-                                   "--log-std-min-anneal", "--log-std-min-anneal-start", "0.5"],
+    "dapo-brake-std0.26-hold0.5": [*DAPO_FLOOR, "--log-std-min", "-1.35"],  # the later --log-std-min wins
+    "dapo-brake-std0.22-hold0.5": [*DAPO_FLOOR, "--log-std-min", "-1.5"],
     # ... an entropy bonus instead of a floor: a floor ignores what the noise costs, a bonus trades against it. Noise is
     # nearly free in Walker2d's reward (control cost 1e-3 per unit action^2) and dear in Ant's (0.5, and falls), so
     # the same bonus should hold Walker2d's std up more than Ant's. Sizes, a rough estimate: the log-std's Adam drift on
