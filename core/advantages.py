@@ -1,4 +1,4 @@
-"""Generalised Advantage Estimation and GRPO's automatic lambda (SPEC 1, 2.2)."""
+"""Generalised Advantage Estimation and GRPO's automatic lambda (docs/algorithms.md)."""
 from __future__ import annotations
 
 import math
@@ -47,7 +47,7 @@ def gae(rewards: Tensor, values: Tensor, next_values: Tensor, terminated: Tensor
 
 
 class AutoLambda:
-    """GRPO's lambda rule: trust a good critic with more bootstrapping (SPEC 2.2).
+    """GRPO's lambda rule: trust a good critic with more bootstrapping (docs/algorithms.md).
 
     ``target = lambda_max - (lambda_max - lambda_min) * clip(EV, 0, 1)`` where EV is the explained
     variance of ``V_old`` against the returns; ``lambda <- 0.9 * lambda + 0.1 * target`` (EMA).

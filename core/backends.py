@@ -41,8 +41,8 @@ class StepResult(NamedTuple):
 class GymnasiumBackend:
     """Gymnasium vector env (sync or async with shared memory), same-step autoreset."""
 
-    def __init__(self, env_id: str, num_envs: int, asynchronous: bool):
-        self.envs = make_vec_env(env_id, num_envs, asynchronous)
+    def __init__(self, env_id: str, num_envs: int, asynchronous: bool, env_kwargs: Optional[dict] = None):
+        self.envs = make_vec_env(env_id, num_envs, asynchronous, env_kwargs)
         self.num_envs, self.asynchronous = num_envs, asynchronous
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space
@@ -66,13 +66,13 @@ class GymnasiumBackend:
             final = self._no_final
         return StepResult(obs, reward, term, trunc, final, self._valid, reward, done)
 
-    def state(self) -> Optional[bytes]:
+    def state(self) -> Optional[list]:
         """Mid-episode env states for exact resume (sync only: async envs live in other processes)."""
         return None if self.asynchronous else save_env_states(self.envs)
 
-    def load_state(self, blob: Optional[bytes]) -> None:
-        if blob is not None and not self.asynchronous:
-            load_env_states(self.envs, blob)
+    def load_state(self, states: Optional[list]) -> None:
+        if states is not None and not self.asynchronous:
+            load_env_states(self.envs, states)
 
     def close(self) -> None:
         self.envs.close()
@@ -135,14 +135,18 @@ def envpool_supports(env_id: str) -> bool:
     return envpool_id(env_id) in envpool.list_all_envs()
 
 
-def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 0, training: bool = True):
+def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 0, training: bool = True,
+                 env_kwargs: Optional[dict] = None):
     """Build the requested backend; ``auto`` picks EnvPool for ids it supports, else sync Gymnasium.
-    ``training=False`` gives evaluation envs (on Atari: whole games, unclipped rewards)."""
+    ``training=False`` gives evaluation envs (on Atari: whole games, unclipped rewards).  ``env_kwargs`` go to
+    the env's constructor (Gymnasium backends only)."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown --backend '{backend}'; choose one of: {', '.join(BACKENDS)}")
-    if backend == "envpool" or (backend == "auto" and envpool_supports(env_id)):
+    if backend == "envpool" or (backend == "auto" and envpool_supports(env_id) and not env_kwargs):
+        if env_kwargs:
+            raise ConfigError("--env-kwargs go to Gymnasium constructors; EnvPool takes none: use --backend sync")
         if not envpool_supports(env_id):
             raise ConfigError(f"EnvPool does not provide '{env_id}' (or is not installed: pip install envpool); "
                               "use --backend sync or async")
         return EnvPoolBackend(env_id, num_envs, seed, training)
-    return GymnasiumBackend(env_id, num_envs, asynchronous=backend == "async")
+    return GymnasiumBackend(env_id, num_envs, backend == "async", env_kwargs)

@@ -1,55 +1,205 @@
-"""Atomic file writes and checkpoint loading with one-line errors."""
+"""Checkpoints that carry no code: tensors and plain data only, written atomically.
+
+:func:`save_checkpoint` encodes the state (:func:`encode`: NumPy arrays as bytes with a numeric dtype, named tuples
+as their fields) and ``torch.save``s it; :func:`load_checkpoint` reads it with ``torch.load(weights_only=True)``,
+whose unpickler builds nothing but tensors and Python's plain types, and decodes it.  A file with anything else is
+refused with one line.  Checkpoints of the first format (version 1: NumPy arrays pickled as such, the toolkit's
+named tuples, envs pickled whole) load through an allow-list of NumPy's array constructors and those named tuples
+only; their pickled envs are never unpickled (the resumed run restarts its episodes, with a warning).
+"""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import signal
 import tempfile
+import threading
+import warnings
+from collections import deque, namedtuple
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from core.config import ConfigError
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_NUMERIC_KINDS = "biufc"  # bool, int, uint, float, complex: never object arrays
+
+
+class DiskFull(OSError):
+    """Writing a run file failed for lack of space; the previous version of the file is intact."""
+
+
+@contextlib.contextmanager
+def sigint_deferred():
+    """Hold Ctrl-C until the block ends (then raise KeyboardInterrupt), so that a checkpoint being written is never
+    abandoned half-way by a second Ctrl-C.  Only the main thread can set signal handlers; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False) -> None:
-    """Write through a temporary file in the same directory, fsync, then rename over ``path``:
-    a crash leaves either the old file or the new one, never a torn one."""
+    """Write through a temporary file in the same directory, fsync, then rename over ``path``: a crash leaves
+    either the old file or the new one, never a torn one.  Out of space: :class:`DiskFull`, the old file intact."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb" if binary else "w") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with sigint_deferred():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb" if binary else "w") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException as e:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            if isinstance(e, OSError) and e.errno in DISK_FULL:
+                raise DiskFull(e.errno, f"no space left to write {path}") from e
+            raise
+
+
+def remove_orphans(run_dir: Path) -> list[Path]:
+    """Delete temporary files a killed writer left in ``run_dir`` (and snapshots/); returns them."""
+    run_dir = Path(run_dir)
+    orphans = [p for d in (run_dir, run_dir / "snapshots") if d.is_dir() for p in d.glob(".*.tmp")]
+    for p in orphans:
+        p.unlink(missing_ok=True)
+    return orphans
 
 
 def write_json(path: Path, obj: dict) -> None:
     atomic_write(path, lambda f: json.dump(obj, f, indent=2, sort_keys=True, default=str))
 
 
+# --- plain-data encoding -------------------------------------------------------------------------------------------
+def encode(obj: Any) -> Any:
+    """Tensors and plain Python data only: NumPy arrays and scalars, named tuples and deques are converted."""
+    if isinstance(obj, np.generic):  # before the plain types: np.float64 is a float subclass that pickles as NumPy's
+        return obj.item()
+    if isinstance(obj, torch.Tensor) or obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+        return obj
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in _NUMERIC_KINDS:
+            raise TypeError(f"cannot checkpoint a NumPy array of dtype {obj.dtype}")
+        return {"__ndarray__": np.ascontiguousarray(obj).tobytes(), "dtype": obj.dtype.str, "shape": list(obj.shape)}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return {"__namedtuple__": type(obj).__name__, "fields": list(obj._fields), "values": [encode(v) for v in obj]}
+    if isinstance(obj, tuple):
+        return tuple(encode(v) for v in obj)
+    if isinstance(obj, (list, deque)):
+        return [encode(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: encode(v) for k, v in obj.items()}
+    raise TypeError(f"cannot checkpoint an object of type {type(obj).__name__}; store tensors and plain data")
+
+
+def decode(obj: Any) -> Any:
+    """The inverse of :func:`encode` (named tuples come back as tuples of the same field names)."""
+    if isinstance(obj, dict):
+        if "__ndarray__" in obj:
+            dtype = np.dtype(obj["dtype"])
+            if dtype.kind not in _NUMERIC_KINDS:
+                raise ConfigError(f"checkpoint holds an array of non-numeric dtype {dtype}")
+            return np.frombuffer(obj["__ndarray__"], dtype=dtype).reshape(obj["shape"]).copy()
+        if "__namedtuple__" in obj:
+            fields = [str(f) for f in obj["fields"]]
+            if not all(f.isidentifier() and not f.startswith("_") for f in fields):
+                raise ConfigError("checkpoint holds a record with invalid field names")
+            return namedtuple(str(obj["__namedtuple__"]), fields)(*(decode(v) for v in obj["values"]))
+        return {k: decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(decode(v) for v in obj)
+    return obj
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
-    state = {"version": CHECKPOINT_VERSION, **state}
+    state = encode({"version": CHECKPOINT_VERSION, **state})
     atomic_write(path, lambda f: torch.save(state, f), binary=True)
 
 
+def _legacy_globals() -> list:
+    """What version-1 checkpoints pickled besides plain data: NumPy arrays, dtypes and scalars, and the toolkit's
+    named tuples (rebuilt as plain tuples of their fields by :func:`_legacy_fix`)."""
+    import numpy.core.multiarray as multiarray
+
+    from core.rollout import Rollout
+    from core.sampler import Transitions
+    dtypes = [type(np.dtype(t)) for t in ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8")]
+    return [multiarray._reconstruct, np.ndarray, np.dtype, *dtypes, multiarray.scalar, Transitions, Rollout,
+            *LEGACY_RECORDS]
+
+
+LEGACY_RECORDS: list[type] = []  # named tuples of other families that version-1 checkpoints may hold (they add them)
+
+
+def _legacy_fix(state: Any) -> Any:
+    """Version-1 state in today's terms: pickled env blobs dropped (never unpickled)."""
+    if isinstance(state, dict):
+        return {k: (None if k == "envs" and isinstance(v, (bytes, list)) and _is_blob(v) else _legacy_fix(v))
+                for k, v in state.items()}
+    if isinstance(state, list):
+        return [_legacy_fix(v) for v in state]
+    return state
+
+
+def _is_blob(v: Any) -> bool:
+    return isinstance(v, bytes) or (isinstance(v, list) and bool(v) and all(isinstance(b, bytes) for b in v))
+
+
 def load_checkpoint(path: Path) -> dict:
-    """Load a checkpoint written by :func:`save_checkpoint` (trusted: it unpickles env states)."""
+    """Load a checkpoint written by :func:`save_checkpoint` (or the first format) without running any code from it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"no checkpoint at {path}; pass a run directory written by 'dapo run'")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:
-        raise ConfigError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}); "
-                          "restore it from a backup or start a new run") from e
-    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as strict_error:
+        state = _load_legacy(path, strict_error)
+    if not isinstance(state, dict) or state.get("version") not in (1, CHECKPOINT_VERSION):
         raise ConfigError(f"checkpoint {path} has an unknown format (expected version {CHECKPOINT_VERSION})")
-    return state
+    return decode(state) if state["version"] == CHECKPOINT_VERSION else state
+
+
+def _load_legacy(path: Path, strict_error: Exception) -> dict:
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(_legacy_globals()):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError, ValueError, EOFError) as e:
+        refused = "Weights only load failed" in str(strict_error) or isinstance(e, pickle.UnpicklingError)
+        if refused and "Unsupported global" in str(e):
+            raise ConfigError(f"checkpoint {path} holds objects other than tensors and plain data; refused (loading "
+                              "it could run code). Train again, or load it only if you trust its author with the "
+                              "toolkit at commit c94a516") from e
+        raise ConfigError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}); restore it from a backup "
+                          "or start a new run") from e
+    if not isinstance(state, dict) or state.get("version") != 1:
+        raise ConfigError(f"checkpoint {path} has an unknown format (expected version {CHECKPOINT_VERSION})")
+    warnings.warn(f"{path} is a version-1 checkpoint: loaded without its pickled environments (never unpickled); "
+                  "a resumed run restarts its episodes", stacklevel=2)
+    return _legacy_fix(state)
+
+
+def require(state: dict, keys: tuple[str, ...], path: Path) -> None:
+    """One line naming the first key a checkpoint lacks."""
+    for k in keys:
+        if k not in state:
+            raise ConfigError(f"checkpoint {path} lacks '{k}' (truncated or from another tool); restore it from a "
+                              "backup or start a new run")

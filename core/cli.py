@@ -1,225 +1,222 @@
-"""The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run.
+"""The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run, ``dapo recipes`` lists the
+shipped recipes; packages add more (``dapo dataset``, ``dapo bench``) through :mod:`core.registry`.
 
-Single-agent Gymnasium runs use :class:`core.config.TrainConfig`; multi-agent PettingZoo runs
-(``--algo ippo|mappo|dapo-ma|maddpg``, or an mpe2 ``--env`` such as ``simple_spread_v3``) use
-:class:`dapo_ma.config.MAConfig`; Decision Transformers (``--algo dt|dapo-dt``) use
-:class:`dapo_dt.config.DTConfig`.  The choice is made before parsing, so ``--help`` lists the flags
-of the family asked for (``dapo run --algo dapo-ma --help``).  ``dapo dataset collect|info`` makes
-and inspects the offline Atari datasets the Decision Transformers learn from.  ``dapo bench NAME ...``
-runs one of the benchmark scripts in ``experiments/`` with its own flags (``dapo bench mujoco --help``).
+Every algorithm family registers itself (:mod:`core.registry`), so ``core`` imports nothing above it.  The family is
+chosen before parsing (from ``--algo``, a resumed run, a recipe file, or an env only one family claims), so that
+``--help`` lists that family's options: ``dapo run --algo mappo --help``.  Bad input: one line on stderr, exit 2,
+and no file created or changed.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 import yaml
 
-from core.cli_config import OneLineParser, add_config_flags, build_config
-from core.config import ConfigError, RunInterrupted, TrainConfig
+from core.checkpoint import DiskFull
+from core.cli_config import CompactHelp, OneLineParser, add_config_flags, read_yaml
+from core.config import MAX_SEED, ConfigError, RunInterrupted, check_device
+from core.registry import Family, Plugins, plugins
 
-EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
-BENCHMARKS = {  # dapo bench NAME -> the experiments/ script it runs (the same flags, the same outputs)
-    "mujoco": "experiments.mujoco_benchmark",
-    "throughput": "experiments.bench_throughput",
-    "dt": "experiments.dt_benchmark",
-    "ma": "experiments.ma_benchmark",
-    "dt-predictability": "experiments.dt_return_predictability",
-}
+EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME] [options]"
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
+    out = []
     for i, arg in enumerate(argv):
         if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+            out.append(argv[i + 1])
+        elif arg.startswith(flag + "="):
+            out.append(arg.split("=", 1)[1])
+    return out
 
 
-def _recorded_algo(path: Optional[str], inside_run_dir: bool) -> Optional[str]:
-    """The ``algo`` written in a YAML file or a run directory's config.yaml (None if unreadable)."""
-    if path is None:
+def _recorded_algo(path: Optional[str], inside_run_dir: bool = False) -> Optional[str]:
+    """The ``algo`` written in a YAML file or a run directory's config.yaml (None if there is none or it is unreadable)."""
+    if path is None or not (path.endswith((".yaml", ".yml")) or "/" in path or inside_run_dir):
         return None
     try:
-        data = yaml.safe_load((Path(path) / "config.yaml" if inside_run_dir else Path(path)).read_text())
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(Path(path) / "config.yaml" if inside_run_dir else Path(path))
+    except ConfigError:
         return None
-    return data.get("algo") if isinstance(data, dict) else None
+    algo = data.get("algo") if isinstance(data, dict) else None
+    return algo if isinstance(algo, str) else None
 
 
-def run_family(argv: Sequence[str]) -> str:
-    """``core``, ``ma`` (multi-agent) or ``dt`` (Decision Transformer): which config a ``dapo run``/
-    ``dapo eval`` command line asks for."""
-    from dapo_dt.config import DT_ALGOS
-    from dapo_ma.config import MA_ALGOS
-
-    algo = (_flag_value(argv, "--algo") or _recorded_algo(_flag_value(argv, "--resume"), True)
-            or _recorded_algo(_flag_value(argv, "--config"), False))
+def pick_family(argv: Sequence[str], found: Plugins) -> Family:
+    """The family a ``dapo run``/``dapo eval`` command line asks for (an unknown --algo: one line listing all)."""
+    algos = _flag_values(argv, "--algo")
+    algo = algos[-1] if algos else None
+    resume = _flag_values(argv, "--resume")
+    if algo is None and resume:
+        algo = _recorded_algo(resume[-1], inside_run_dir=True)
+    if algo is None:
+        algo = next((a for r in reversed(_flag_values(argv, "--recipe") + _flag_values(argv, "--config"))
+                     if (a := _recorded_algo(r))), None)
     if algo is None and len(argv) > 1 and argv[0] == "eval":
-        algo = _recorded_algo(argv[1], True)
+        algo = _recorded_algo(argv[1], inside_run_dir=True)
     if algo is not None:
-        return "ma" if algo in MA_ALGOS else "dt" if algo in DT_ALGOS else "core"
-    env = _flag_value(argv, "--env")
-    if env is None:
-        return "core"
-    from dapo_ma.envs import mpe_env_names
-
-    return "ma" if env in mpe_env_names() or env.startswith("simple_") else "core"  # MPE names
+        return found.family_of(algo)
+    envs = _flag_values(argv, "--env")
+    return (envs and found.family_for_env(envs[-1])) or found.family_of("dapo")
 
 
-def build_parser(run_config: type = TrainConfig) -> OneLineParser:
-    parser = OneLineParser(prog="dapo", description="DAPO toolkit: PPO, GRPO and DAPO for Gymnasium; IPPO, MAPPO, "
-                                                    "DAPO-MA and MADDPG for PettingZoo.")
+def _algorithms_text(found: Plugins) -> str:
+    parts = [f"{', '.join(f.algos)} ({f.name}{'' if f.algos[0] == 'ppo' else f'; dapo run --algo {f.example} --help'})"
+             for f in found.families]
+    missing = "".join(f" [{m} unavailable: {why}]" for m, why in found.unavailable.items())
+    return "Algorithms: " + "; ".join(parts) + "." + missing
+
+
+def build_parser(family: Family, found: Plugins) -> OneLineParser:
+    parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
+                           formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1, ~1 minute)",
-                         description=f"{(run_config.__doc__ or '').strip()} Unset options come from presets "
-                                     "(env family and algorithm); config.yaml in the run directory records them. "
-                                     "Multi-agent flags: dapo run --algo dapo-ma --help.")
-    run.add_argument("--config", type=Path, default=None, metavar="FILE.yaml",
-                     help="YAML file of option: value pairs (flags given on the command line win)")
-    run.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                     help="continue the run in RUN_DIR from its checkpoint (metrics and TensorBoard continue)")
-    add_config_flags(run, run_config)
-    ev = sub.add_parser("eval", help="evaluate a saved run", description="Roll out a saved run's policy "
-                        "with its saved observation normaliser and print the mean and std return.")
+    run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=RUN_USAGE,
+                         formatter_class=CompactHelp, description=_run_description(family, found))
+    config_cls = family.get("config")
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    groups = add_config_flags(run, config_cls, skip=("recipe", "extensions"))
+    experiment = groups.get("experiment", run)
+    if "recipe" in names:
+        experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
+                                help="apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable")
+    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None,
+                            help="a YAML file of option: value pairs (the same as --recipe FILE)")
+    experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+                            help="continue the run in RUN_DIR from its checkpoint")
+    if "extensions" in names:
+        from core import extensions
+
+        ext = run.add_argument_group("extensions", "\n".join(extensions.help_lines()))
+        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None,
+                         help="turn on an extension with options; NAME off removes one; repeatable")
+    ev = sub.add_parser("eval", help="evaluate a saved run", formatter_class=CompactHelp,
+                        description="Roll out a saved run's policy (with its saved observation normaliser) and print "
+                                    "the mean and sample std of the returns.")
     ev.add_argument("run_dir", type=Path, help="run directory written by 'dapo run'")
-    ev.add_argument("--episodes", type=int, default=10, help="episodes to run (default: 10)")
-    ev.add_argument("--seed", type=int, default=12345, help="env seed (default: 12345)")
-    ev.add_argument("--device", default="cpu", help="auto | cpu | cuda (default: cpu)")
+    ev.add_argument("--episodes", type=int, default=10, help="episodes to run [10]")
+    ev.add_argument("--seed", type=int, default=12345, help="env seed [12345]")
+    ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
-                    help="sample actions instead of the mean/argmax (default: the run's eval_deterministic "
-                         "preset: deterministic, stochastic on Atari)")
-    _add_dataset_commands(sub)
-    bench = sub.add_parser("bench", help="reproduce a benchmark table: " + " | ".join(BENCHMARKS),
-                           description="Run a benchmark script of experiments/ (resumable; tables, CSV and plots "
-                                       "under experiments/results/). Its flags: dapo bench NAME --help.")
-    bench.add_argument("name", choices=list(BENCHMARKS), help="which benchmark")
-    bench.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own flags")
+                    help="sample actions instead of the mean/argmax [the run's eval_deterministic]")
+    for command in found.commands:
+        if not command.raw:
+            command_parser = sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp)
+            from core.registry import load_ref
+
+            load_ref(command.add_parser)(command_parser)
+        else:
+            sub.add_parser(command.name, help=command.help, add_help=False)
     return parser
 
 
-def _add_dataset_commands(sub) -> None:
-    ds = sub.add_parser("dataset", help="make or inspect offline Atari datasets (Minari) for dt / dapo-dt")
-    dsub = ds.add_subparsers(dest="dataset_command", required=True, parser_class=OneLineParser)
-    col = dsub.add_parser("collect", help="play whole games with trained policies and save them as a Minari dataset",
-                          description="Env i plays with policy i mod P; each action is uniform-random with "
-                                      "probability --epsilon, else the policy's argmax (or a sample with --no-greedy).")
-    col.add_argument("--env", required=True, help="Atari id, e.g. ALE/Pong-v5")
-    col.add_argument("--policy", type=Path, action="append", required=True, metavar="RUN_DIR",
-                     help="a run directory from 'dapo run' on this env, or one of its snapshots/step_<N>.pt; "
-                          "repeat for a mixture of qualities")
-    col.add_argument("--epsilon", type=float, default=0.1, help="probability of a uniform-random action (default: 0.1)")
-    col.add_argument("--steps", type=int, required=True, help="record whole games until this many steps")
-    col.add_argument("--name", required=True, help="Minari dataset id, e.g. pong/mixed-v0")
-    col.add_argument("--seed", type=int, default=0, help="env and noise seed (default: 0)")
-    col.add_argument("--num-envs", type=int, default=8, help="parallel games (default: 8)")
-    col.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
-                     help="argmax of the policy when not exploring (default: on)")
-    info = dsub.add_parser("info", help="episodes, steps and return distribution of a dataset")
-    info.add_argument("name", help="Minari dataset id")
+def _run_description(family: Family, found: Plugins) -> str:
+    import textwrap
+
+    text = (f"Train an agent. {_algorithms_text(found)} These are the {family.name} options. Unset ones come from "
+            "recipes (the env family's, the algorithm's, then --recipe ones); config.yaml in the run directory "
+            "records every resolved value. Full descriptions: docs/options.md; algorithms: docs/algorithms.md.")
+    return textwrap.fill(text, 96)
 
 
-def _config_class(family: str) -> type:
-    if family == "ma":
-        from dapo_ma.config import MAConfig
-        return MAConfig
-    if family == "dt":
-        from dapo_dt.config import DTConfig
-        return DTConfig
-    return TrainConfig
+def explicit_from_args(args: argparse.Namespace, names: set[str]) -> dict:
+    """The options given on the command line (argparse left the others out)."""
+    from core import extensions
+
+    out = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if getattr(args, "recipe", None):
+        out["recipe"] = tuple(args.recipe)
+    if getattr(args, "ext", None):
+        specs: dict = {}
+        for words in args.ext:
+            specs.update(extensions.parse_cli(words))
+        out["extensions"] = specs
+    return out
 
 
-def config_flags(args: argparse.Namespace) -> dict:
-    """The parsed ``dapo run`` options that are config fields (all but --config and --resume)."""
-    return {k: v for k, v in vars(args).items() if k not in ("command", "config", "resume")}
+def _run(args, family: Family) -> int:
+    from core import api
 
-
-def _run(args, family: str) -> int:
-    if family == "ma":
-        from dapo_ma.runner import run_experiment
-    elif family == "dt":
-        from dapo_dt.runner import run_experiment
-    else:
-        from core.runner import run_experiment
-    cfg = build_config(config_flags(args), args.config, args.resume, _config_class(family))
-    s = run_experiment(cfg, resume=args.resume is not None)
-    if s is None:  # a data-parallel rank other than 0
-        return 0
-    if family == "dt":
-        print(f"{s['algo']} on {s['env']} ({s['dataset']}, {s['dataset_steps']} steps): {s['grad_steps']} gradient "
-              f"steps, {s['online_env_steps']} online env steps in {s['wall_time_s']:.0f}s; eval "
-              f"{s['eval_return_mean']:.1f} +- {s['eval_return_std']:.1f} (human-normalised "
-              f"{s['human_normalised']:.3f}); outputs in {s['run_dir']}")
-        return 0
-    print(f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
-          f"final_return_mean {s['final_return_mean']:.1f}; eval {s['eval_return_mean']:.1f} "
-          f"+- {s['eval_return_std']:.1f}; health events {s['health_events']}; outputs in {s['run_dir']}")
+    names = {f.name for f in dataclasses.fields(family.get("config"))}
+    explicit = explicit_from_args(args, names - {"recipe", "extensions"})
+    if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
+        raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
+    fam, cfg = api.resolve(explicit, args.resume, family)
+    summary = fam.get("run")(cfg, args.resume is not None)
+    if summary is not None:  # None: a data-parallel rank other than 0
+        print(fam.get("summary_line")(summary))
     return 0
 
 
-def _dataset(args, family: str) -> int:
-    from dapo_dt import data
-
-    if args.dataset_command == "collect":
-        if args.num_envs < 1:
-            raise ConfigError(f"--num-envs must be >= 1, got {args.num_envs}")
-        data.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
-                     args.greedy)
-    for k, v in data.info(args.name).items():
-        print(f"{k}: {v}")
-    return 0
-
-
-def _eval(args, family: str) -> int:
+def _eval(args, family: Family) -> int:
     from core.evaluation import mean_std
 
-    if family == "dt":
-        from dapo_dt.runner import evaluate_run
-    elif family == "ma":
-        from dapo_ma.evaluation import evaluate_run
-    else:
-        from core.evaluation import evaluate_run
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if not 1 <= args.episodes <= 100_000:
+        raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
+    check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
-    returns = evaluate_run(args.run_dir, args.episodes, args.seed, args.device, deterministic)
+    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic)
     mean, std = mean_std(returns)
-    print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} over {len(returns)} episodes")
+    print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} (sample std) over {len(returns)} episodes")
     return 0
 
 
-def _bench(argv: Sequence[str]) -> int:
-    """``dapo bench NAME ARGS``: hand ARGS to the script's own parser (so ``--help`` shows its flags)."""
-    if not argv:
-        print(f"dapo bench: error: name a benchmark: {' | '.join(BENCHMARKS)} (see dapo bench --help)", file=sys.stderr)
-        return EXIT_USAGE
-    if argv[0] not in BENCHMARKS:
-        build_parser().parse_args(["bench", *argv])  # --help, or the one-line error listing the choices (exits)
-    module = importlib.import_module(BENCHMARKS[argv[0]])
-    return module.main(list(argv[1:]), prog=f"dapo bench {argv[0]}") or 0
+def add_recipes_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="a recipe to show with its base recipes merged in")
+
+
+def recipes_command(args) -> int:
+    from core import recipes
+    from core.config import TrainConfig
+
+    if args.name is None:
+        for name, description in recipes.describe().items():
+            print(f"{name:14s} {description}")
+        print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
+        return 0
+    print(yaml.safe_dump(recipes.load(args.name, TrainConfig), sort_keys=False).rstrip())
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "bench":
-        return _bench(argv[1:])
+    command = argv[0] if argv else "dapo"
     try:
-        family = run_family(argv)
-        args = build_parser(_config_class(family)).parse_args(argv)
-        return {"run": _run, "eval": _eval, "dataset": _dataset}[args.command](args, family)
+        found = plugins()
+        raw = {c.name: c for c in found.commands if c.raw}
+        if argv and argv[0] in raw:
+            from core.registry import load_ref
+
+            return load_ref(raw[argv[0]].handler)(argv[1:]) or 0
+        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval") else found.family_of("dapo")
+        args = build_parser(family, found).parse_args(argv)
+        if args.command == "run":
+            return _run(args, family)
+        if args.command == "eval":
+            return _eval(args, family)
+        from core.registry import load_ref
+
+        handler = next(c.handler for c in found.commands if c.name == args.command)
+        return load_ref(handler)(args) or 0
     except ConfigError as e:
-        command = argv[0] if argv else "dapo"
         print(f"dapo {command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except DiskFull as e:
+        print(f"dapo {command}: error: {e.strerror}; the last checkpoint is intact: free space, then continue with "
+              "dapo run --resume RUN_DIR", file=sys.stderr)
+        return EXIT_FAILED
     except RunInterrupted as e:
         print(f"interrupted: checkpoint saved; continue with: dapo run --resume {e.run_dir}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -1,8 +1,9 @@
-"""Command-line flags and YAML files for :class:`TrainConfig`.
+"""Config dataclasses <-> command-line flags and YAML.
 
-Every dataclass field becomes a ``--flag`` whose help text is the field's docstring.  Precedence:
-dataclass defaults < ``--config FILE.yaml`` < explicit flags; ``None`` fields are filled later from
-presets (see :func:`core.presets.resolve`).
+Every dataclass field becomes a ``--flag`` in the argparse group named by the ``# --- group`` comment above it;
+its help is the first sentence of the field's docstring.  Values from YAML (recipes, config.yaml) are checked
+against the field types here.  Only flags given on the command line are returned (argparse SUPPRESS), so that
+recipes and presets can fill the rest.
 """
 from __future__ import annotations
 
@@ -12,18 +13,22 @@ import dataclasses
 import difflib
 import inspect
 import math
+import re
+import shutil
 import sys
 import typing
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Union
 
 import yaml
 
-from core.config import ConfigError, TrainConfig, flag, joint_grad_clip
+from core.config import ConfigError, flag
 
 # Fields that may change when a run is resumed; everything else defines the run.
-RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "tensorboard", "checkpoint_every_s",
+RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",
                        "eval_episodes", "torch_threads"}
+MAX_CONFIG_BYTES = 1_000_000  # a config or recipe is a few KB; refuse to read /dev/zero
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -34,27 +39,56 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
     def parse_known_args(self, args=None, namespace=None):
-        """Read ``--log-std-min -inf`` as ``--log-std-min=-inf``: argparse takes a word starting with "-" that is not
-        a plain number for an option, so the value would be missing."""
+        """Read ``--flag -inf`` as ``--flag=-inf``: argparse takes a word starting with "-" that is not a plain
+        number for an option, so the value would be missing."""
         words = []
         for word in sys.argv[1:] if args is None else args:
-            if word == "-inf" and words and words[-1].startswith("--") and "=" not in words[-1]:
-                words[-1] += "=-inf"
+            if word in ("-inf", "-nan") and words and words[-1].startswith("--") and "=" not in words[-1]:
+                words[-1] += "=" + word
             else:
                 words.append(word)
         return super().parse_known_args(words, namespace)
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """Attribute docstrings (the string literal right after each field) of a dataclass."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body
+class CompactHelp(argparse.RawDescriptionHelpFormatter):
+    """Help that fits a screen per group: ``--[no-]flag`` for booleans, one metavar per option."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=30, width=shutil.get_terminal_size((100, 24)).columns - 2)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return "--[no-]" + action.option_strings[0][2:]
+        if action.option_strings and action.nargs != 0:
+            return f"{action.option_strings[0]} {self._metavar_formatter(action, action.dest.upper())(1)[0]}"
+        return super()._format_action_invocation(action)
+
+
+@lru_cache(maxsize=None)
+def field_docs(cls: type) -> tuple[dict[str, str], dict[str, str]]:
+    """``(docs, groups)``: each field's docstring (the string literal after it) and its ``# --- group`` section."""
+    source = inspect.getsource(cls)
+    body = ast.parse(source).body[0].body
     docs = {}
     for node, nxt in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
             docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
+    groups, group = {}, "options"
+    for line in source.splitlines():
+        m = re.match(r"\s*# --- (\w[\w ]*)", line)
+        if m:
+            group = m.group(1).strip()
+        m = re.match(r"\s{4}(\w+): ", line)
+        if m and m.group(1) in docs:
+            groups[m.group(1)] = group
+    return docs, groups
+
+
+def first_sentence(doc: str) -> str:
+    """The text up to the first full stop that ends a sentence (not the one of 'e.g.' or 'i.e.')."""
+    m = re.search(r"(?<!e\.g)(?<!i\.e)\.\s", doc)
+    return doc[: m.start() + 1] if m else doc
 
 
 def _unwrap(tp: Any) -> tuple[Any, bool]:
@@ -69,119 +103,189 @@ def _scalar_parser(tp: Any, optional: bool):
     def parse(text: str):
         if optional and text.lower() == "none":
             return None
+        if tp is int:  # '1e6' is a common way to write a step count
+            value = float(text) if re.fullmatch(r"[0-9.]+[eE][+]?[0-9]+", text) else int(text)
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(text)
+            return int(value)
         return tp(text)
     parse.__name__ = tp.__name__  # argparse names the type in its error messages
     return parse
 
 
-def add_config_flags(parser: argparse.ArgumentParser, cls: type = TrainConfig) -> None:
-    """One flag per field, defaulting to SUPPRESS so that only explicitly given flags are returned."""
-    hints, docs = typing.get_type_hints(cls), field_docs(cls)
+def _default_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return " [on]" if value else " [off]"
+    if value is None or value == () or value == {}:
+        return ""
+    return f" [{' '.join(map(str, value)) if isinstance(value, tuple) else value}]"
+
+
+def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One flag per field in its help group, defaulting to SUPPRESS so that only given flags are returned.
+    Returns the argument groups by name (callers may add options to them)."""
+    hints, (docs, field_groups) = typing.get_type_hints(cls), field_docs(cls)
+    groups: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        group_name = field_groups.get(f.name, "options")
+        if group_name not in groups:
+            groups[group_name] = parser.add_argument_group(group_name)
+        group = groups[group_name]
         tp, optional = _unwrap(hints[f.name])
-        default = "preset" if f.default is None else f.default
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kw: dict[str, Any] = {"default": argparse.SUPPRESS, "dest": f.name,
-                              "help": f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%")}
+                              "help": (first_sentence(docs.get(f.name, "")) + _default_text(default)).replace("%", "%%")}
         name = flag(f.name)
+        origin = typing.get_origin(tp)
         if tp is bool:
-            parser.add_argument(name, action=argparse.BooleanOptionalAction, **kw)
-        elif typing.get_origin(tp) is Literal:
-            parser.add_argument(name, choices=typing.get_args(tp), **kw)
-        elif typing.get_origin(tp) is tuple:
-            parser.add_argument(name, nargs="+", type=typing.get_args(tp)[0], metavar="N", **kw)
+            group.add_argument(name, action=argparse.BooleanOptionalAction, **kw)
+        elif origin is Literal:
+            group.add_argument(name, choices=typing.get_args(tp), metavar="{" + ",".join(typing.get_args(tp)) + "}", **kw)
+        elif origin is tuple:
+            group.add_argument(name, nargs="+", type=_scalar_parser(typing.get_args(tp)[0], False), metavar="N", **kw)
+        elif origin is dict:
+            group.add_argument(name, type=parse_kwargs_text, metavar="K=V", **kw)
         else:
-            parser.add_argument(name, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper(), **kw)
+            group.add_argument(name, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper()[0], **kw)
+    return groups
 
 
-def _coerce(name: str, value: Any, tp: Any) -> Any:
+# --- key=value text (env kwargs, extension options) ------------------------------------------------------------
+_KWARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _literal(raw: str) -> Any:
+    lowered = {"true": True, "false": False, "none": None}.get(raw.lower(), raw)
+    if lowered is not raw:
+        return lowered
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return raw
+    return value if isinstance(value, (int, float, bool, str, tuple, list)) else raw
+
+
+def parse_kwargs_text(text: str) -> dict[str, Any]:
+    """``"N=3 max_cycles=25 continuous_actions=True"`` -> ``{"N": 3, "max_cycles": 25, ...}``.
+
+    Values are Python literals (numbers, booleans, strings, tuples and lists of them; ``true``/``false``/``none``
+    too); anything else is kept as a string.  Raises :class:`ConfigError` on a token that is not ``key=value``."""
+    out: dict[str, Any] = {}
+    for token in text.replace(",", " ").split() if isinstance(text, str) else text:
+        m = _KWARG.match(token)
+        if m is None:
+            raise ConfigError(f"'{token}' is not key=value; write e.g. 'N=3 max_cycles=25'")
+        key, raw = m.groups()
+        if key in out:
+            raise ConfigError(f"'{key}' is set twice; give each key once")
+        out[key] = _literal(raw)
+    return out
+
+
+# --- YAML --------------------------------------------------------------------------------------------------------
+def coerce(name: str, value: Any, tp: Any, where: str = "config") -> Any:
     """Check and convert one YAML value to the field's type."""
     inner, optional = _unwrap(tp)
     if value is None:
         if optional:
             return None
-        raise ConfigError(f"config key '{name}' may not be null")
-    if typing.get_origin(inner) is Literal:
+        raise ConfigError(f"{where}: '{name}' may not be null")
+    origin = typing.get_origin(inner)
+    if origin is Literal:
         if value not in typing.get_args(inner):
-            raise ConfigError(f"config key '{name}' must be one of {typing.get_args(inner)}, got {value!r}")
+            raise ConfigError(f"{where}: '{name}' must be one of {typing.get_args(inner)}, got {value!r}")
         return value
-    if typing.get_origin(inner) is tuple:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) for v in value):
-            raise ConfigError(f"config key '{name}' must be a list of integers, got {value!r}")
-        return tuple(value)
+    if origin is tuple:
+        item = typing.get_args(inner)[0]
+        values = [value] if isinstance(value, (int, str)) and item is not int else value
+        if not isinstance(values, (list, tuple)) or not all(isinstance(v, item) and not isinstance(v, bool)
+                                                            for v in values):
+            raise ConfigError(f"{where}: '{name}' must be a list of {item.__name__}s, got {value!r}")
+        return tuple(values)
+    if origin is dict:
+        if isinstance(value, str):
+            return parse_kwargs_text(value)
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"{where}: '{name}' must be a mapping of name: value, got {value!r}")
+        return dict(value)
     ok = {bool: isinstance(value, bool), int: isinstance(value, int) and not isinstance(value, bool),
           float: isinstance(value, (int, float)) and not isinstance(value, bool), str: isinstance(value, str)}
     if not ok.get(inner, False):
-        raise ConfigError(f"config key '{name}' must be {inner.__name__}, got {value!r}")
+        raise ConfigError(f"{where}: '{name}' must be {inner.__name__}, got {value!r}")
     return inner(value)
 
 
-def read_yaml_config(path: Path, cls: type = TrainConfig) -> dict[str, Any]:
-    """Field values from a YAML mapping; keys may use dashes or underscores."""
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content, with one-line errors for unreadable, oversized, binary or malformed files."""
+    path = Path(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        if not path.is_file():
+            raise ConfigError(f"{path} is not a file; pass the path of a YAML file")
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from e
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes; a config is a short YAML mapping")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {e.start}); save it as UTF-8 YAML") from e
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"config {path} is not valid YAML{where}; fix the syntax") from e
+        raise ConfigError(f"{path} is not valid YAML{where}; fix the syntax") from e
+
+
+def coerce_mapping(raw: Any, cls: type, where: str, reserved: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Field values from a YAML mapping (keys with dashes or underscores), type-checked; ``reserved`` keys pass
+    through unchecked."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"config {path} must be a mapping of option: value, got {type(raw).__name__}")
+        raise ConfigError(f"{where} must be a mapping of option: value, got {type(raw).__name__}")
     hints, names = typing.get_type_hints(cls), [f.name for f in dataclasses.fields(cls)]
     out = {}
     for key, value in raw.items():
         name = str(key).replace("-", "_")
+        if name in reserved:
+            out[name] = value
+            continue
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"config {path}: unknown option '{key}'{hint}")
-        out[name] = _coerce(name, value, hints[name])
+            raise ConfigError(f"{where}: unknown option '{key}'{hint}")
+        out[name] = coerce(name, value, hints[name], where)
     return out
 
 
+def to_plain(value: Any) -> Any:
+    """Tuples as lists, recursively (YAML-safe)."""
+    if isinstance(value, (tuple, list)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
 def write_yaml_config(cfg: Any) -> str:
-    d = dataclasses.asdict(cfg)
-    return yaml.safe_dump({k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}, sort_keys=False)
+    return yaml.safe_dump(to_plain(dataclasses.asdict(cfg)), sort_keys=False)
 
 
-# Options added after runs were recorded, or whose saved null meant "off" before a preset filled it, with the value
-# that reproduces such a run (resume and eval must not hand it today's preset instead): runs from before
-# --joint-grad-clip clipped as their optimisers implied; a saved `target_kl: null` ran without the KL rule; runs
-# from before --critic-hidden-sizes had the actor's widths; runs from before a noise-floor shape flag had it off.
-LEGACY_VALUES = {"collapse_confirm": lambda c: 0, "joint_grad_clip": joint_grad_clip,
-                 "target_kl": lambda c: 0.0, "kl_lr_max_scale": lambda c: 10.0,
-                 "critic_hidden_sizes": lambda c: tuple(c.hidden_sizes),
-                 "log_std_min_anneal": lambda c: False, "log_std_min_anneal_start": lambda c: 0.0,
-                 "log_std_min_anneal_end": lambda c: 1.0, "log_std_min_relative": lambda c: False}
-
-
-def load_run_config(run_dir: Path, cls: type = TrainConfig):
-    """The resolved config saved in ``run_dir/config.yaml`` (options it predates or left null: ``LEGACY_VALUES``)."""
+def load_run_config(run_dir: Path, cls: type, translate=None):
+    """The resolved config saved in ``run_dir/config.yaml``; ``translate`` maps options of older versions."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
-    values = read_yaml_config(path, cls)
-    cfg = cls(**values)
-    names = {f.name for f in dataclasses.fields(cls)}
-    return dataclasses.replace(cfg, **{k: legacy(cfg) for k, legacy in LEGACY_VALUES.items()
-                                       if k in names and values.get(k) is None})
+    raw = read_yaml(path)
+    if isinstance(raw, dict) and translate is not None:
+        raw = translate({str(k).replace("-", "_"): v for k, v in raw.items()}, f"{path}")
+    return cls(**coerce_mapping(raw, cls, str(path)))
 
 
-def build_config(flags: dict[str, Any], config_file: Optional[Path], resume_dir: Optional[Path],
-                 cls: type = TrainConfig):
-    """Merge defaults, an optional YAML file and explicit flags (or a resumed run's config)."""
-    if resume_dir is not None:
-        if config_file is not None:
-            raise ConfigError("--config cannot be combined with --resume; the run's own config.yaml is used")
-        frozen = sorted(set(flags) - RESUMABLE_OVERRIDES - {"run_dir"})
-        if frozen:
-            raise ConfigError(f"--{frozen[0].replace('_', '-')} cannot change when resuming; only "
-                              f"{', '.join('--' + k.replace('_', '-') for k in sorted(RESUMABLE_OVERRIDES))} can")
-        base = dataclasses.asdict(load_run_config(resume_dir, cls))
-        if "log_std_min" in base and base["log_std_min"] is None:  # saved "no floor": the presets must not add one
-            base["log_std_min"] = -math.inf
-        return cls(**{**base, **flags, "run_dir": str(resume_dir)})
-    values = read_yaml_config(config_file, cls) if config_file is not None else {}
-    return cls(**{**values, **flags})
+def is_finite_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

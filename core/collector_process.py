@@ -47,7 +47,7 @@ class WorkerSpec(NamedTuple):
     norm_reward: bool
     gamma: float
     hidden_sizes: tuple[int, ...]
-    critic_hidden_sizes: Optional[tuple[int, ...]] = None  # None: hidden_sizes
+    env_kwargs: Optional[dict] = None
 
 
 def _numpy_state(module: nn.Module) -> dict[str, np.ndarray]:
@@ -62,9 +62,8 @@ def _serve(conn, spec: WorkerSpec) -> None:
     torch.set_num_threads(1)
     threadpool_limits(1, user_api="blas")
     try:
-        envs = make_backend(spec.env_id, spec.num_envs, spec.backend, spec.seed)
-        actor, critic = build_networks(envs.single_observation_space, envs.single_action_space, spec.hidden_sizes,
-                                       critic_hidden=spec.critic_hidden_sizes)
+        envs = make_backend(spec.env_id, spec.num_envs, spec.backend, spec.seed, env_kwargs=spec.env_kwargs)
+        actor, critic = build_networks(envs.single_observation_space, envs.single_action_space, spec.hidden_sizes)
         obs_norm = ObsNormalizer(envs.single_observation_space.shape, spec.norm_obs)
         reward_scaler = RewardScaler(spec.num_envs, spec.gamma, spec.norm_reward)
         collector = Collector(envs, spec.num_steps, obs_norm, reward_scaler, torch.device("cpu"), spec.seed,

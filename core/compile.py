@@ -1,4 +1,4 @@
-"""Optional ``torch.compile`` with a clean fallback (SPEC 2.5)."""
+"""Optional ``torch.compile`` with a clean fallback (docs/algorithms.md)."""
 from __future__ import annotations
 
 import functools

@@ -1,15 +1,19 @@
 """Training configuration: one dataclass for PPO, GRPO and DAPO (an algorithm is a config).
 
-Fields left at ``None`` are filled by :func:`core.presets.resolve` from the env-family and algorithm presets;
-:func:`validate` checks the result.  Every field's docstring becomes its ``--help`` text.
+Fields left at ``None`` are filled from recipe files (:mod:`core.recipes`: the env family's, the algorithm's,
+and any ``--recipe`` given) when a run is resolved; :func:`validate` checks the result.  The ``# --- name``
+comments group the fields into the sections of ``dapo run --help``; each field's docstring is its help: the
+first sentence in ``--help``, all of it in ``docs/options.md``.  Algorithm definitions: ``docs/algorithms.md``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Optional
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
 
 ALGOS = ("ppo", "grpo", "dapo")
 TEMPERATURE_MODES = ("fixed", "ema", "decay", "learnable")
+MAX_SEED = 2**32 - 1  # NumPy and Gymnasium seeds are 32-bit
 
 
 class ConfigError(ValueError):
@@ -28,245 +32,188 @@ class RunInterrupted(Exception):
 class TrainConfig:
     """Train PPO, GRPO or DAPO on a Gymnasium environment."""
 
-    # --- experiment -------------------------------------------------------------------------
+    # --- experiment
     env: str = "CartPole-v1"
-    """Gymnasium environment id (classic control, MuJoCo, Atari as ALE/<Game>-v5, ...)."""
+    """Gymnasium env: an id, 'module:Env-id' or 'module:make_env'. 'module:Env-id' imports the module, which
+    registers the id; 'module:make_env' names a function or class returning a gymnasium.Env. The module must stay
+    importable (on PYTHONPATH) for eval and --resume."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the env, e.g. 'size=5 max_steps=100'. Values are Python literals, else strings."""
     algo: str = "dapo"
-    """Algorithm: ppo | grpo | dapo. GRPO here is PPO with one clip range for policy and value plus
-    automatic GAE lambda; it is NOT DeepSeek's critic-free Group Relative Policy Optimization."""
+    """Algorithm (all are listed above). GRPO here is PPO with one clip range for policy and value plus automatic
+    GAE lambda, not DeepSeek's critic-free method (docs/algorithms.md)."""
     total_steps: int = 100_000
-    """Total environment steps (summed over all envs)."""
+    """Env steps to train for, rounded up to whole rollouts. Summed over envs; the start line says the rounded
+    budget."""
     seed: int = 1
-    """Random seed (torch, numpy, environments, sampler)."""
-    device: str = "auto"
-    """auto | cpu | cuda (auto picks CUDA when available); rollout storage and the sampler live there."""
-    run_dir: Optional[str] = None
-    """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
-    compile: bool = False
-    """torch.compile the sampler arithmetic and the minibatch forward pass (falls back with a warning);
-    on small CPU MLPs it costs start-up time and gains nothing (experiments/results/throughput)."""
-    torch_threads: int = 1
-    """CPU threads for torch and for NumPy's BLAS (NumPy acting and update); small MLPs run fastest single-threaded."""
+    """Seed of torch, NumPy, the envs and the sampler (0 .. 2**32-1)."""
+    recipe: tuple[str, ...] = ()
+    """Recipes applied on top of the presets, in order. Names of shipped recipes (dapo recipes) or YAML paths."""
 
-    # --- rollout ----------------------------------------------------------------------------
+    # --- rollout
     num_envs: Optional[int] = None
-    """Parallel environments (preset: 8 classic, 1 continuous)."""
+    """Parallel envs (preset: 8 classic, 1 MuJoCo, 8 Atari)."""
     num_steps: Optional[int] = None
-    """Steps per env per rollout (preset: 32 classic, 2048 continuous)."""
+    """Steps per env per rollout (preset: 32, 2048 MuJoCo, 128 Atari)."""
     backend: Optional[Literal["auto", "sync", "async", "envpool"]] = None
-    """Rollout backend: sync | async (Gymnasium vector envs; exact resume needs sync) | envpool | auto
-    (EnvPool for the ids it supports, else sync). Preset: sync, envpool for Atari (EnvPool does the
-    DQN preprocessing in C++: 84x84 grey, frame skip 4, stack 4, no-op starts, episodic life)."""
-    overlap: bool = False
-    """Collect the next rollout while the learner updates (double buffering; the data are one update old,
-    and --proximal-clip, on with it, re-anchors the clip). CPU MLP policies with NumPy acting (sync/EnvPool
-    backends): a worker process steps the envs on another core; otherwise a worker thread. 1.4-1.7x SPS
-    on 2 cores, but off by default: it cost return on Walker2d even with the proximal clip
-    (experiments/results/overlap)."""
-    proximal_clip: Optional[bool] = None
-    """For stale data (--overlap, or a --window above one rollout): clip the policy ratio around the policy
-    at the start of the update (the proximal policy) and weight each sample's surrogate by
-    pi_prox / pi_behaviour (capped at 2), instead of clipping around the older behaviour policy, whose
-    trust region the previous update has partly used up (Hilton et al. 2021, decoupled PPO objective).
-    Default: on with --overlap (DAPO with --overlap, 300k steps, 5 seeds: HalfCheetah 1421 vs 811 without
-    it, Walker2d 752 vs 543); off otherwise (with a two-rollout --window it lowered DAPO's Walker2d return
-    at 1M steps, experiments/results/mujoco_1M/walker2d_only)."""
-    numpy_acting: bool = True
-    """During CPU rollouts, act with a NumPy copy of MLP actor/critic (copied once per rollout): ~5x less
-    per-step overhead than torch at a few observations per step. Off, or CNN/GPU networks: torch."""
-    numpy_update: bool = True
-    """On the CPU, run the update's gradient steps for MLP actor-critics (Gaussian or categorical) in NumPy
-    with hand-derived gradients (core/numpy_update.py; same losses and Adam, tested against the torch
-    update): ~4x faster updates at minibatch 64. Off, or CNN/GPU/--compile/torchrun: torch."""
+    """Vector-env backend (preset: sync; auto for Atari). async runs envs in subprocesses (no exact resume); auto
+    takes EnvPool where it has the env, else sync."""
     norm_obs: Optional[bool] = None
-    """Normalise observations with running statistics (preset: off classic, on continuous)."""
+    """Normalise observations by running mean/std (preset: MuJoCo only)."""
     norm_reward: Optional[bool] = None
-    """Scale rewards by the running std of the discounted return (preset as norm_obs)."""
+    """Scale rewards by the running std of returns (preset: MuJoCo only)."""
     gamma: Optional[float] = None
-    """Discount factor (preset: 0.98 classic, 0.99 continuous)."""
+    """Discount factor (preset: 0.98 classic, else 0.99)."""
     gae_lambda: Optional[float] = None
-    """GAE lambda; the initial value when auto_lambda is on (preset: 0.8 classic, 0.95 continuous)."""
+    """GAE lambda, the start value under --auto-lambda (preset: 0.8, 0.95)."""
     auto_lambda: Optional[bool] = None
-    """Adapt lambda to the critic's explained variance (SPEC 2.2; preset: on for grpo, and for dapo on MuJoCo)."""
+    """GRPO's lambda rule: lambda from the critic's explained variance. Preset: on for grpo and in the
+    dapo-mujoco recipe."""
     lambda_min: float = 0.9
-    """Lower bound of the automatic lambda (reached when explained variance is 1)."""
+    """Lowest automatic lambda (at explained variance 1)."""
     lambda_max: float = 0.99
-    """Upper bound of the automatic lambda (reached when explained variance is <= 0)."""
+    """Highest automatic lambda (at explained variance <= 0)."""
 
-    # --- optimisation -----------------------------------------------------------------------
+    # --- optimisation
     num_epochs: Optional[int] = None
-    """Update epochs per rollout (preset: 20 classic, 10 continuous)."""
+    """Passes over each rollout (preset: 20 classic, 10 MuJoCo, 4 Atari)."""
     num_minibatches: Optional[int] = None
-    """Minibatches per epoch (preset: 1 classic, 32 continuous)."""
+    """Minibatches per epoch (preset: 1 classic, 32 MuJoCo, 4 Atari)."""
     lr: Optional[float] = None
-    """Policy learning rate; also the single optimiser's rate for ppo/grpo (preset: 1e-3 classic, 3e-4 continuous)."""
+    """Policy learning rate, the only one for ppo and grpo. Preset: 1e-3 classic, 3e-4 MuJoCo, 2.5e-4 Atari."""
     critic_lr: Optional[float] = None
-    """Value-network learning rate when actor and critic have separate optimisers (dapo). Default: the
-    policy's --lr. With lr 3e-4, the SPEC's 1e-3 scored 936 vs 1253 on Walker2d-v5 (300k steps, 5 seeds;
-    3e-4 won 72% of run pairs) and tied on HalfCheetah-v5 (experiments/results/mujoco/ablation)."""
+    """Critic learning rate with separate optimisers (default: --lr). With lr 3e-4 the source's 1e-3 lost on
+    Walker2d at 300k steps (936 vs 1253, experiments/results/mujoco/ablation)."""
     anneal_lr: bool = True
-    """Linearly anneal learning rates to zero over training."""
-    target_kl: Optional[float] = None
-    """Adapt the policy learning rate to hold each update's approx KL near this value (x1.5 when below half of it,
-    /1.5 when above twice it; Isaac Gym's adaptive rule). Off: 0 (preset: 0; DAPO on MuJoCo 0.05, see
-    --kl-lr-max-scale). 0.008 with --no-anneal-lr lost at 1M steps (experiments/results/mujoco_1M/ablation)."""
-    kl_lr_max_scale: Optional[float] = None
-    """Highest multiplier the --target-kl rule may put on the policy learning rate (preset: Isaac Gym's 10; DAPO on
-    MuJoCo 1, a brake that never undoes the lr annealing, as 10 did by 1M steps; the lowest is 0.1)."""
+    """Anneal the learning rates linearly to zero."""
     policy_lr_drop_step: Optional[int] = None
-    """Cut the policy learning rate by policy_lr_drop_factor after this many env steps (off: None)."""
+    """Env step from which the policy lr is multiplied by the drop factor. The source's remedy for late
+    oscillation; off by default."""
     policy_lr_drop_factor: float = 0.1
-    """Multiplier applied to the policy learning rate at policy_lr_drop_step."""
+    """Factor on the policy lr from --policy-lr-drop-step on."""
     separate_optimizers: Optional[bool] = None
-    """Decoupled clipping (SPEC 2.3): separate actor/critic optimiser groups (learning rates lr and
-    critic_lr, per-network gradient clipping unless joint_grad_clip), and the value clip follows the eps_V
-    schedule instead of clip_eps (preset: on for dapo only)."""
+    """DAPO's decoupled optimisers and eps_V value clip (preset: dapo). Actor and critic have their own learning
+    rates and gradient clips, and the value clip follows the eps_V schedule."""
     max_grad_norm: float = 0.5
-    """Gradient-norm clip (per network when optimisers are separate, unless joint_grad_clip)."""
+    """Gradient-norm clip (per network with separate optimisers). With --joint-grad-clip, one norm over both."""
     joint_grad_clip: Optional[bool] = None
-    """Clip the actor's and the critic's gradients by one joint norm, as CleanRL's and SB3's PPO do (preset:
-    on without separate optimisers, off with them, except on for dapo on MuJoCo).  On MuJoCo the actor's norm
-    is ~100x the critic's, so the joint clip also shrinks the critic's gradient ~20x and Adam's eps then
-    absorbs part of its step (experiments/adam_step_share.py)."""
+    """Clip both networks' gradients by one norm, as CleanRL's PPO does. Preset: on with one optimiser, and in the
+    mujoco recipe. Under the joint clip the actor's large norm also shrinks the critic's step
+    (experiments/adam_step_share.py)."""
     norm_adv: bool = True
-    """Normalise advantages per minibatch."""
+    """Normalise advantages per minibatch. Where the losses carry the sampler's weights, so do the mean and std."""
     ent_coef: Optional[float] = None
-    """Entropy bonus coefficient c_H (preset: 0 classic and continuous, 0.01 Atari)."""
-    ent_below: Optional[float] = None
-    """Box actions: apply the entropy bonus only to action dimensions whose log-std is below this level, in units of
-    the action's half-range (log-std - log((high - low) / 2)), so the bonus holds the noise up to a level and no
-    further: a soft floor the reward can trade against. None: the bonus acts on every dimension."""
-    ent_per_dim: bool = False
-    """Box actions: divide the entropy bonus by the number of action dimensions, so --ent-coef weighs the mean
-    entropy per dimension (--ent-coef 0.03 is 0.005 per dim on 6-dim Walker2d and 0.0018 on 17-dim Humanoid,
-    whose noise must narrow fast; still too much there: experiments/results/MUJOCO.md). Off: --ent-coef weighs the
-    summed entropy, as CleanRL and SB3 do."""
+    """Entropy bonus coefficient (preset: 0, 0.01 Atari). On the summed entropy of all action dims."""
     vf_coef: float = 0.5
-    """Value-loss coefficient: c_V for ppo/grpo, the policy-value balance lam for dapo (0.2-0.5)."""
+    """Value-loss coefficient (dapo: the policy-value balance)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the actor and critic MLPs (Atari uses the Nature-DQN CNN instead)."""
-    critic_hidden_sizes: Optional[tuple[int, ...]] = None
-    """Hidden layer widths of the critic MLP alone (default: --hidden-sizes; Atari's value head sits on the actor's
-    CNN instead). A 256-wide critic did not help DAPO on Walker2d (experiments/results/mujoco_1M/walker2d_only)."""
+    """Hidden widths of the actor and critic MLPs. Atari uses the Nature-DQN CNN."""
     log_std_init: Optional[float] = None
-    """Initial log standard deviation of the Gaussian policy for Box actions (preset: 0, i.e. std 1, CleanRL's;
-    -1 for dapo on MuJoCo, where a smaller initial action noise keeps HalfCheetah from learning to run on its
-    back; see README "Why DAPO on MuJoCo starts with less action noise")."""
-    log_std_min: Optional[float] = None
-    """Floor on each action dimension's log-std of the Gaussian policy (Box actions), kept by projecting the
-    parameter back onto it after every update; within an update the log-std may dip below it (preset: no floor;
-    for dapo on MuJoCo -1.2 in units of the half-range, held for the first half of training, then falling to zero:
-    Walker2d's walkers kept the noise GRPO ends with). A value given here replaces the preset floor whole, its
-    shape flags off unless given; --log-std-min=-inf: no floor."""
-    log_std_min_anneal: Optional[bool] = None
-    """Lower the --log-std-min floor's std linearly to zero over training: it holds the noise up early, when it
-    would otherwise collapse, and lifts by the end, so late training episodes do not pay for noise (a fixed floor
-    cost DAPO's training return on Ant and HalfCheetah while its deterministic policy evaluated as well)."""
-    log_std_min_anneal_start: Optional[float] = None
-    """With --log-std-min-anneal: the share of training during which the floor holds before it starts to fall
-    (0: it falls from the first step; 0.5: it holds for the first half, then falls to zero at the end)."""
-    log_std_min_anneal_end: Optional[float] = None
-    """With --log-std-min-anneal: the share of training at which the falling floor reaches zero (preset 1: the end;
-    0.75 leaves the last quarter without a floor)."""
-    log_std_min_relative: Optional[bool] = None
-    """Measure --log-std-min in units of each action's half-range (high - low) / 2: the std floor becomes
-    e^floor * half-range, the same relative noise on Humanoid (actions in +-0.4) as on envs whose actions span +-1,
-    where the flag changes nothing."""
-    log_std_max: Optional[float] = None
-    """Cap on each action dimension's log-std (Box actions), kept by projection after every update like
-    --log-std-min; None: no cap. With an entropy bonus, a cap at --log-std-init lets the bonus hold the noise
-    but not raise it (on Humanoid it still lost to DAPO without a bonus: experiments/results/MUJOCO.md)."""
-    precision: Optional[Literal["fp32", "bf16", "auto"]] = None
-    """CNN arithmetic: fp32, or bf16 autocast for the convolutions (heads, log-probs, losses and the
-    optimiser stay fp32); auto picks bf16 on CUDA and on CPUs with AVX512-BF16/AMX, else fp32. Preset:
-    fp32, auto for Atari (bf16 gave 5x the SPS of fp32 on this project's 2-core AMX CPU: 423 vs 82 SPS
-    in an 8k-step Pong run). MLPs always run fp32."""
+    """Initial log-std of Gaussian policies (preset: 0; mujoco recipe: -1). With std 1, CleanRL's, most
+    HalfCheetah runs learned to run on their back."""
 
-    # --- clipping ---------------------------------------------------------------------------
+    # --- clipping
     clip_eps: Optional[float] = None
-    """Policy clip eps (eps_pi for dapo, the shared eps for grpo; preset: 0.2, 0.1 Atari)."""
+    """Policy clip eps_pi; grpo's one range (preset: 0.2, 0.1 Atari)."""
     clip_eps_low: Optional[float] = None
-    """Lower policy clip (ratio >= 1-eps_low); None uses clip_eps."""
+    """Lower policy clip: ratio >= 1 - eps_low (default: --clip-eps)."""
     clip_eps_high: Optional[float] = None
-    """Upper policy clip (ratio <= 1+eps_high); > eps_low gives DAPO's clip-higher (e.g. 0.28)."""
+    """Upper policy clip: ratio <= 1 + eps_high (default: --clip-eps). Above eps_low it is clip-higher (e.g. 0.28)."""
     clip_value: Optional[bool] = None
-    """Clip the value prediction around V_old (preset: off ppo, on grpo with clip_eps, on dapo with eps_V)."""
-    eps_v_start: Optional[float] = None
-    """DAPO value clip eps_V at the start of training (preset: 0.5, the SPEC's; 0.2 for dapo on MuJoCo)."""
+    """Clip the value prediction around V_old (preset: grpo, dapo). grpo clips with --clip-eps, dapo with eps_V."""
+    eps_v_start: float = 0.5
+    """dapo's value clip eps_V at the start (dapo-mujoco recipe: 0.2)."""
     eps_v_end: float = 0.3
-    """DAPO value clip eps_V at the end of training."""
-    eps_v_schedule: Optional[Literal["linear", "constant"]] = None
-    """How eps_V moves from eps_v_start to eps_v_end (preset: linear; constant for dapo on MuJoCo)."""
+    """dapo's value clip eps_V at the end (linear schedule)."""
+    eps_v_schedule: Literal["linear", "constant"] = "linear"
+    """eps_V from start to end: linear, or constant at the start value."""
 
-    # --- dynamic sampling (SPEC 2.3) --------------------------------------------------------
+    # --- sampler
     dynamic_sampling: Optional[bool] = None
-    """Draw minibatches with p = softmax(|A|/max|A| / T) (preset: on for dapo, except on MuJoCo / Box-action
-    envs, where uniform minibatches won the 1M benchmark; see README)."""
+    """Draw minibatches with p = softmax(|A|/max|A|/T) (preset: dapo). Off in the dapo-mujoco recipe, where
+    uniform minibatches won the 1M-step benchmark."""
     window: Optional[int] = None
-    """Sliding-window capacity in transitions (default: one rollout, i.e. purely on-policy)."""
-    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
-    """Temperature rule: fixed | ema | decay | learnable (ESS target). Default fixed (T=1: at most e-fold
-    oversampling): on HalfCheetah at 300k steps decay (ESS fell to ~0.4) scored 1129 +- 73 vs fixed
-    1391 +- 140 (experiments/results/mujoco/ablation)."""
-    temperature_init: float = 1.0
-    """Initial sampling temperature T."""
-    temperature_decay: float = 0.99
-    """Per-update factor for temperature_mode=decay."""
-    temperature_min: float = 0.2
-    """Floor of T for decay, ema and learnable modes."""
-    ess_target: float = 0.5
-    """Target normalised effective sample size for temperature_mode=learnable."""
-    temperature_lr: float = 0.05
-    """Adam learning rate of log T for temperature_mode=learnable."""
-    importance_correction: bool = False
-    """Weight sampled losses by 1/(N p_i) so the expected gradient equals uniform sampling's."""
-    value_importance_correction: bool = False
-    """Weight only the critic's loss by 1/(N p_i): the critic regresses on the window's own distribution
-    while the policy keeps the prioritised draws (prioritised replay corrects its value loss this way)."""
+    """Transitions the sampler keeps (default: one rollout)."""
     resampling: Literal["multinomial", "systematic", "without-replacement", "weighted"] = "multinomial"
-    """How each epoch's draws follow p: multinomial (i.i.d.), systematic (low-variance: transition i
-    drawn floor or ceil of M p_i times; uniform p then visits every transition once per epoch),
-    without-replacement (no transition twice per epoch; selects only with --window above one rollout) or
-    weighted (no draws: PPO's permutation with every loss weighted by N p_i, the draws' expected gradient
-    without their noise)."""
+    """How an epoch's draws follow p (docs/algorithms.md). multinomial draws i.i.d.; systematic with low variance;
+    without-replacement repeats no transition within an epoch (it selects only with a --window above one rollout);
+    weighted draws nothing: PPO's permutation with each loss weighted by N p_i, the draws' expected gradient
+    without their noise."""
+    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
+    """Temperature rule of the draws. ema follows the spread of |A|; learnable holds an ESS target. On HalfCheetah
+    at 300k steps decay scored 1129 vs fixed's 1391 (experiments/results/mujoco/ablation)."""
+    temperature_init: float = 1.0
+    """Initial temperature T (1: at most e-fold oversampling)."""
+    temperature_decay: float = 0.99
+    """Factor on T per update under the decay rule."""
+    temperature_min: float = 0.2
+    """Floor of T under the decay, ema and learnable rules."""
+    ess_target: float = 0.5
+    """Normalised effective sample size the learnable rule holds."""
+    temperature_lr: float = 0.05
+    """Adam learning rate of log T under the learnable rule."""
+    importance_correction: bool = False
+    """Weight drawn samples by 1/(N p_i): uniform sampling's gradient."""
 
-    # --- health monitors (SPEC 2.4) ---------------------------------------------------------
+    # --- health
     health_monitors: Optional[bool] = None
-    """Policy-collapse and value-divergence monitors with remedies (preset: on for dapo only)."""
+    """Collapse, divergence and non-finite monitors (preset: dapo). Each event is remedied and logged
+    (docs/algorithms.md)."""
     collapse_window: int = 10
-    """Episodes in the recent-return mean watched by the collapse monitor."""
+    """Episodes in the collapse monitor's recent-return mean."""
     collapse_drop: float = 0.7
-    """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
+    """Collapse: the recent mean lost this share of the best gain."""
     collapse_significance: float = 4.0
-    """The best-minus-first gain must exceed this many noise units (std of a window-mean difference)."""
-    collapse_confirm: Optional[int] = None
-    """Further windows of fresh episodes that must show the drop again before the collapse remedy acts
-    (0: act on the first; a new best in between cancels it; preset: 1 for dapo on MuJoCo, else 0)."""
+    """Collapse needs a gain of this many noise units. A noise unit is the std of a difference of window means."""
+    collapse_confirm: int = 0
+    """Further windows that must confirm a collapse (dapo-mujoco: 1)."""
     divergence_window: int = 10
-    """Updates over which a steadily growing value loss counts as divergence."""
+    """Updates of rising value loss that count as divergence."""
     divergence_factor: float = 10.0
-    """Divergence also needs the value loss to exceed this multiple of its window minimum."""
+    """Divergence also needs the loss above this x its window minimum."""
 
-    # --- outputs ----------------------------------------------------------------------------
+    # --- extensions
+    extensions: dict[str, Any] = field(default_factory=dict)
+    """Mechanisms beyond PPO/GRPO/DAPO, by name with their options. --ext NAME [key=value ...] adds one; --ext NAME
+    off removes one a recipe added."""
+
+    # --- runtime
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N (auto: CUDA when available)."""
+    run_dir: Optional[str] = None
+    """Output directory (default: runs/<env>__<algo>__s<seed>__<time>). One writer at a time holds it."""
+    overlap: bool = False
+    """Collect the next rollout during the update (stale data). Adds the proximal_clip extension unless it is
+    turned off. 1.4-1.7x SPS on 2 cores, but it cost return on Walker2d (experiments/results/overlap)."""
+    compile: bool = False
+    """torch.compile the sampler and the minibatch forward pass. Small CPU MLPs gain nothing."""
+    torch_threads: int = 1
+    """CPU threads for torch and NumPy's BLAS (small MLPs: 1 is fastest)."""
+    numpy_acting: bool = True
+    """Act in NumPy during CPU rollouts of MLPs (~5x less overhead)."""
+    numpy_update: bool = True
+    """Update CPU MLPs in NumPy (hand-derived gradients, ~4x faster). Tested against the torch update."""
+    precision: Optional[Literal["fp32", "bf16", "auto"]] = None
+    """CNN arithmetic (preset: fp32, auto for Atari). auto takes bf16 autocast on CUDA and on CPUs with AMX or
+    AVX512-BF16; MLPs always run fp32."""
     eval_episodes: int = 10
-    """Evaluation episodes at the end of training."""
+    """Evaluation episodes after training (0: none)."""
     eval_deterministic: Optional[bool] = None
-    """Evaluate with the mean/argmax action (preset: on; off for Atari, where an argmax policy can stall
-    a game, e.g. never pressing FIRE in Breakout)."""
-    checkpoint_every_s: float = 120.0
-    """Seconds between periodic checkpoints (one is always written at the end and on Ctrl-C)."""
+    """Evaluate the mean/argmax action (preset: on, off for Atari). On Atari an argmax policy can stall a game."""
+    checkpoint_every_s: float = 60.0
+    """Seconds between checkpoints. One is also written after the first update, at the end and on Ctrl-C."""
     snapshot_every: Optional[int] = None
-    """Also keep the policy every this many env steps as snapshots/step_<N>.pt (behaviour policies of
-    several qualities for 'dapo dataset collect'; off: None)."""
+    """Keep the policy every this many env steps in snapshots/. Behaviour policies for 'dapo dataset collect'."""
     progress: bool = True
-    """Show a live progress bar."""
+    """Show progress: a bar on a terminal, else a line every few s."""
+    progress_every_s: float = 10.0
+    """Seconds between progress lines when not on a terminal."""
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
 
 
 def joint_grad_clip(c: TrainConfig) -> bool:
-    """Whether both networks' gradients are clipped by one norm; unset, it follows the optimisers (one optimiser:
-    joint), which is also how runs made before the flag existed were clipped."""
+    """Whether both networks' gradients are clipped by one norm; unset, it follows the optimisers (one optimiser: joint)."""
     return c.joint_grad_clip if c.joint_grad_clip is not None else not c.separate_optimizers
 
 
@@ -284,8 +231,10 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def check_numbers(c, at_least_one=(), non_negative=(), positive=(), below_one=(), unit_interval=()) -> None:
-    """One-line errors for numeric fields out of range; ``None`` (unset) passes."""
+def check_numbers(c, at_least_one=(), non_negative=(), positive=(), below_one=(), unit_interval=(),
+                  at_most: Optional[dict] = None) -> None:
+    """One-line errors for numeric fields out of range or not finite; ``None`` (unset) passes.  ``at_most`` maps
+    a field to a sane upper bound (counts and sizes that would exhaust memory or hang)."""
     rules = ((at_least_one, lambda v: v >= 1, "must be >= 1"), (non_negative, lambda v: v >= 0, "must be >= 0"),
              (positive, lambda v: v > 0, "must be positive"),
              (below_one, lambda v: v < 1, "must be < 1 (ratio >= 1-eps > 0)"),
@@ -293,25 +242,52 @@ def check_numbers(c, at_least_one=(), non_negative=(), positive=(), below_one=()
     for names, ok, rule in rules:
         for name in names:
             v = getattr(c, name)
-            _require(v is None or ok(v), f"{flag(name)} {rule}, got {v}")
+            if v is None:
+                continue
+            _require(not isinstance(v, float) or math.isfinite(v), f"{flag(name)} must be a finite number, got {v}")
+            _require(ok(v), f"{flag(name)} {rule}, got {v}")
+    for name, bound in (at_most or {}).items():
+        v = getattr(c, name)
+        _require(v is None or v <= bound, f"{flag(name)} {v} is beyond the sane limit {bound}; use a smaller value")
+
+
+def check_finite(c) -> None:
+    """Every float field must be finite (``inf``/``nan`` given for a rate or a coefficient would train nonsense)."""
+    for name, v in vars(c).items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{flag(name)} must be a finite number, got {v}")
+
+
+def check_device(device: str) -> None:
+    """auto, cpu, cuda or cuda:N, and CUDA present when asked for."""
+    name, _, index = device.partition(":")
+    _require(device in ("auto", "cpu", "cuda") or (name == "cuda" and index.isdigit()),
+             f"--device must be auto, cpu, cuda or cuda:N, got '{device}'")
+    if name == "cuda":
+        import torch
+
+        _require(torch.cuda.is_available(), "--device cuda requested but CUDA is not available; use --device auto or cpu")
+        _require(not index or int(index) < torch.cuda.device_count(),
+                 f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
 def check_shared(c, algos) -> None:
-    """Checks every trainer's config needs: algorithm, device, budget, temperature rule, coefficients, networks."""
+    """Checks every trainer's config needs: algorithm, seed, device, budget, temperature rule, coefficients, networks."""
     _require(c.algo in algos, f"unknown --algo '{c.algo}'; choose one of: {', '.join(algos)}")
-    _require(c.device in ("auto", "cpu", "cuda") or c.device.startswith("cuda:"),
-             f"--device must be auto, cpu or cuda, got '{c.device}'")
-    _require(c.total_steps > 0, f"--total-steps must be positive, got {c.total_steps}")
-    _require(c.eval_episodes >= 0, f"--eval-episodes must be >= 0, got {c.eval_episodes}")
+    _require(isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED, f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
+    check_device(c.device)
+    check_finite(c)
+    _require(0 < c.total_steps <= 10**12, f"--total-steps must be in 1 .. 10**12, got {c.total_steps}")
+    _require(0 <= c.eval_episodes <= 100_000, f"--eval-episodes must be in 0 .. 100000, got {c.eval_episodes}")
     _require(0 < c.temperature_decay <= 1, f"--temperature-decay must be in (0, 1], got {c.temperature_decay}")
     _require(c.temperature_mode in TEMPERATURE_MODES,
              f"unknown --temperature-mode '{c.temperature_mode}'; choose one of: {', '.join(TEMPERATURE_MODES)}")
     _require((c.ent_coef is None or c.ent_coef >= 0) and c.vf_coef >= 0, "--ent-coef and --vf-coef must be >= 0")
     _require(c.divergence_factor > 1, f"--divergence-factor must be > 1, got {c.divergence_factor}")
-    for name in ("hidden_sizes", "critic_hidden_sizes"):
-        sizes = getattr(c, name, None)
-        _require(sizes is None or (len(sizes) > 0 and all(h > 0 for h in sizes)),
-                 f"{flag(name)} must be positive integers, got {sizes}")
+    _require(c.checkpoint_every_s > 0, f"--checkpoint-every-s must be positive, got {c.checkpoint_every_s}")
+    sizes = getattr(c, "hidden_sizes", None)
+    _require(sizes is None or (0 < len(sizes) <= 16 and all(0 < h <= 65_536 for h in sizes)),
+             f"--hidden-sizes must be 1 to 16 widths in 1 .. 65536, got {sizes}")
 
 
 def check_minibatches(batch: int, what: str, num_minibatches: int, window: Optional[int]) -> None:
@@ -327,47 +303,61 @@ def validate(c: TrainConfig) -> None:
     """Reject impossible hyper-parameters with a message that names the fix."""
     check_shared(c, ALGOS)
     check_numbers(c, at_least_one=("num_envs", "num_steps", "num_epochs", "num_minibatches", "collapse_window",
-                                   "divergence_window", "torch_threads"),
-                  non_negative=("collapse_confirm", "target_kl"),
+                                   "divergence_window", "torch_threads", "window"),
+                  non_negative=("collapse_confirm", "policy_lr_drop_step"),
                   positive=("clip_eps", "clip_eps_low", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
-                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every"),
+                            "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm", "snapshot_every",
+                            "policy_lr_drop_factor", "progress_every_s"),
                   below_one=("clip_eps", "clip_eps_low"),
-                  unit_interval=("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"))
+                  unit_interval=("gamma", "gae_lambda", "lambda_min", "lambda_max", "ess_target", "collapse_drop"),
+                  at_most={"num_envs": 4096, "num_steps": 1_000_000, "num_epochs": 10_000, "torch_threads": 1024,
+                           "window": 100_000_000, "collapse_window": 100_000})
+    _require(c.num_envs * c.num_steps <= 50_000_000,
+             f"a rollout of --num-envs {c.num_envs} x --num-steps {c.num_steps} transitions is beyond the sane limit "
+             "50000000; use fewer")
     _require(c.lambda_min <= c.lambda_max,
              f"--lambda-min ({c.lambda_min}) must not exceed --lambda-max ({c.lambda_max})")
-    _require(c.kl_lr_max_scale >= 1,
-             f"--kl-lr-max-scale must be at least 1 (1: the KL rule only brakes), got {c.kl_lr_max_scale}")
-    _require(c.policy_lr_drop_factor > 0, f"--policy-lr-drop-factor must be positive, got {c.policy_lr_drop_factor}")
-    _require(c.log_std_init is None or -20 <= c.log_std_init <= 2,
-             f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")
-    _require(c.log_std_min is None or -20 <= c.log_std_min <= (2 if c.log_std_init is None else c.log_std_init),
-             f"--log-std-min must be in [-20, --log-std-init] (a floor above the initial log-std would move it), "
-             f"got {c.log_std_min} with --log-std-init {c.log_std_init}")
-    _require(c.ent_below is None or bool(c.ent_coef),
-             "--ent-below limits an entropy bonus and there is none: add --ent-coef (e.g. 0.005) or drop the flag")
-    _require(not c.ent_per_dim or bool(c.ent_coef),
-             "--ent-per-dim scales an entropy bonus and there is none: add --ent-coef (e.g. 0.03) or drop the flag")
-    _require(c.log_std_max is None or (-20 if c.log_std_init is None else c.log_std_init) <= c.log_std_max <= 2,
-             f"--log-std-max must be in [--log-std-init, 2] (a cap below the initial log-std would move it), "
-             f"got {c.log_std_max} with --log-std-init {c.log_std_init}")
-    _require(not c.log_std_min_anneal or c.log_std_min is not None,
-             "--log-std-min-anneal lowers a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
-    _require(not c.log_std_min_relative or c.log_std_min is not None,
-             "--log-std-min-relative scales a floor and there is none: add --log-std-min (e.g. -1.2) or drop the flag")
-    _require(0 <= c.log_std_min_anneal_start < 1 and (c.log_std_min_anneal or c.log_std_min_anneal_start == 0),
-             f"--log-std-min-anneal-start must be in [0, 1) and needs --log-std-min-anneal, got "
-             f"{c.log_std_min_anneal_start} with --log-std-min-anneal {c.log_std_min_anneal}")
-    _require(c.log_std_min_anneal_start < c.log_std_min_anneal_end <= 1
-             and (c.log_std_min_anneal or c.log_std_min_anneal_end == 1),
-             f"--log-std-min-anneal-end must be in (--log-std-min-anneal-start, 1] and needs --log-std-min-anneal, "
-             f"got {c.log_std_min_anneal_end} with start {c.log_std_min_anneal_start}")
+    _require(-20 <= c.log_std_init <= 2, f"--log-std-init must be in [-20, 2] (std e^-20 .. e^2), got {c.log_std_init}")
     check_minibatches(c.num_envs * c.num_steps, "num_envs*num_steps", c.num_minibatches, c.window)
-    _require(c.resampling != "without-replacement" or not (c.importance_correction or c.value_importance_correction),
+    _require(c.resampling != "without-replacement" or not c.importance_correction,
              "--resampling without-replacement has no closed-form inclusion probabilities for the importance "
-             "correction; drop --importance-correction/--value-importance-correction or use multinomial/systematic")
-    _require(c.resampling != "weighted" or not (c.importance_correction or c.value_importance_correction),
+             "correction; drop --importance-correction or use multinomial/systematic")
+    _require(c.resampling != "weighted" or not c.importance_correction,
              "--resampling weighted with importance correction cancels its own weights (N p_i / (N p_i) = 1); "
-             "drop --importance-correction/--value-importance-correction, or use --no-dynamic-sampling for uniform")
-    _require(not c.proximal_clip or c.overlap or c.window > c.num_envs * c.num_steps,
-             "--proximal-clip re-anchors stale data, and there is none: add --overlap or a --window above one rollout "
-             f"({c.num_envs * c.num_steps} transitions)")
+             "drop --importance-correction, or use --no-dynamic-sampling for uniform minibatches")
+
+
+# Options that do nothing under the resolved config: given explicitly, they are refused (one line, exit 2) rather
+# than silently ignored.  name -> (inactive(c), what would make it act).
+INACTIVE_WHEN = {
+    "critic_lr": (lambda c: not c.separate_optimizers, "it needs separate optimisers (dapo, or --separate-optimizers)"),
+    "eps_v_start": (lambda c: not (c.separate_optimizers and c.clip_value), "it is dapo's value clip (separate optimisers "
+                                                                             "and --clip-value)"),
+    "eps_v_end": (lambda c: not (c.separate_optimizers and c.clip_value) or c.eps_v_schedule == "constant",
+                  "it needs dapo's value clip on the linear --eps-v-schedule"),
+    "eps_v_schedule": (lambda c: not (c.separate_optimizers and c.clip_value), "it is dapo's value clip"),
+    "lambda_min": (lambda c: not c.auto_lambda, "it needs --auto-lambda"),
+    "lambda_max": (lambda c: not c.auto_lambda, "it needs --auto-lambda"),
+    "policy_lr_drop_factor": (lambda c: c.policy_lr_drop_step is None, "it needs --policy-lr-drop-step"),
+    "resampling": (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling"),
+    "importance_correction": (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling"),
+    **{k: (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling")
+       for k in ("temperature_mode", "temperature_init")},
+    "temperature_decay": (lambda c: not c.dynamic_sampling or c.temperature_mode != "decay",
+                          "it needs --dynamic-sampling and --temperature-mode decay"),
+    "temperature_min": (lambda c: not c.dynamic_sampling or c.temperature_mode == "fixed",
+                        "it needs --dynamic-sampling and a --temperature-mode other than fixed"),
+    **{k: (lambda c: not c.dynamic_sampling or c.temperature_mode != "learnable",
+           "it needs --dynamic-sampling and --temperature-mode learnable") for k in ("ess_target", "temperature_lr")},
+    **{k: (lambda c: not c.health_monitors, "it needs --health-monitors")
+       for k in ("collapse_window", "collapse_drop", "collapse_significance", "collapse_confirm", "divergence_window",
+                 "divergence_factor")},
+}
+
+
+def check_inactive(c, given, rules: dict) -> None:
+    """Refuse explicitly ``given`` options that the resolved config ``c`` would ignore (``rules``: INACTIVE_WHEN)."""
+    for name in sorted(given):
+        rule = rules.get(name)
+        if rule is not None and rule[0](c):
+            raise ConfigError(f"{flag(name)} has no effect with --algo {c.algo} as configured: {rule[1]}; drop it")

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import difflib
-from typing import Optional
+import importlib
+import importlib.util
+import re
+from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -25,29 +28,114 @@ def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/")
 
 
-def check_env_id(env_id: str) -> None:
-    """Raise a ConfigError naming close matches when ``env_id`` is not registered."""
-    _ensure_registered(env_id)
-    if env_id in gym.registry:
-        return
-    close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.6)
+LOCAL_NAMESPACE = "dapo-local"  # envs given as Python callables that cannot be imported by name
+
+
+def _import_module(module: str, env: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"--env {env}: cannot import module '{module}' ({e}); put it on PYTHONPATH "
+                          "(the run directory's env must stay importable for eval and --resume)") from e
+    except Exception as e:  # the user's module failed while importing
+        raise ConfigError(f"--env {env}: importing module '{module}' failed: {type(e).__name__}: {e}") from e
+
+
+def _register_factory(env_id: str, factory: Callable[..., gym.Env]) -> str:
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=factory, disable_env_checker=True)
+    return env_id
+
+
+def resolve_env_id(env: str) -> str:
+    """The Gymnasium id to make for ``env``: a registered id as it is; ``module:Env-id`` after importing ``module``
+    (which registers it); ``module:factory`` or ``module.factory`` (a function or class returning a
+    ``gymnasium.Env``) registered under ``dapo-user/module.factory``.  One-line errors name the problem."""
+    if not isinstance(env, str) or not env:
+        raise ConfigError(f"--env must be an env id or 'module:name', got {env!r}")
+    _ensure_registered(env)
+    if env in gym.registry:
+        return env
+    if env.startswith(LOCAL_NAMESPACE + "/"):
+        raise ConfigError(f"env {env} was a Python callable that cannot be imported by name (a lambda or a local "
+                          "function); pass it again, e.g. core.load(run_dir, env=make_env)")
+    if ":" in env:
+        module_name, _, attr = env.partition(":")
+    elif "." in env:
+        module_name, _, attr = env.rpartition(".")
+        if importlib.util.find_spec(module_name.split(".")[0]) is None:
+            _unknown(env)
+    else:
+        _unknown(env)
+    module = _import_module(module_name, env)
+    if attr in gym.registry:
+        return attr
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"--env {env}: module '{module_name}' neither registers an env '{attr}' nor defines a "
+                          f"function or class '{attr}'")
+    return _register_factory(f"dapo-user/{module_name}.{attr}", factory)
+
+
+def _unknown(env: str) -> None:
+    close = difflib.get_close_matches(env, list(gym.registry.keys()), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for ids"
-    raise ConfigError(f"unknown --env '{env_id}'{hint}")
+    raise ConfigError(f"unknown --env '{env}'{hint} (your own env: 'module:EnvId' or 'module:make_env')")
 
 
-def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False) -> gym.vector.VectorEnv:
+def env_reference(factory: Callable[..., gym.Env]) -> str:
+    """The ``--env`` string for a Python callable: ``module:qualname`` when that imports back to the same object
+    (so the run can be reopened), else a process-local id in the ``dapo-local`` namespace."""
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module and module != "__main__" and "<" not in qualname:
+        try:
+            if importlib.import_module(module) is not None and _attr(module, qualname) is factory:
+                return f"{module}:{qualname}"
+        except Exception:
+            pass
+    name = re.sub(r"[^\w.-]", "_", qualname or type(factory).__name__)
+    return _register_factory(f"{LOCAL_NAMESPACE}/{name}-{id(factory):x}", factory)
+
+
+def _attr(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise a ConfigError naming close matches when ``env_id`` is not an env the toolkit can make."""
+    resolve_env_id(env_id)
+
+
+def make_env(env: str, env_kwargs: Optional[dict] = None, **extra) -> gym.Env:
+    """One env, with one-line errors for bad kwargs or a failing constructor."""
+    try:
+        made = gym.make(resolve_env_id(env), **(env_kwargs or {}), **extra)
+    except ConfigError:
+        raise
+    except Exception as e:  # missing simulator, bad kwargs, the user's constructor failing: one line for the user
+        raise ConfigError(f"cannot create env '{env}': {type(e).__name__}: {e}") from e
+    if not isinstance(made.unwrapped, gym.Env):
+        raise ConfigError(f"--env {env} did not return a gymnasium.Env (got {type(made.unwrapped).__name__})")
+    return made
+
+
+def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
+                 env_kwargs: Optional[dict] = None) -> gym.vector.VectorEnv:
     """Gymnasium vector env with *same-step* autoreset: the step that ends an episode already returns
     the next episode's first observation and the final one in ``info['final_obs']``.  Sync envs hand
     out their observation buffer without copying (consumers copy); async envs use shared memory."""
-    check_env_id(env_id)
+    gym_id = resolve_env_id(env_id)
     if is_atari(env_id):
         raise ConfigError(f"{env_id}: Atari runs use EnvPool's C++ preprocessing; use --backend envpool "
                           "(or auto) and install it with: pip install envpool")
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
     kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
     try:
-        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
-                            vector_kwargs=kwargs)
+        envs = gym.make_vec(gym_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
+                            vector_kwargs=kwargs, **(env_kwargs or {}))
     except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
         raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
     env_family(envs.single_observation_space, envs.single_action_space, env_id)
@@ -181,40 +269,19 @@ def to_env_actions(actions, act_space: gym.Space) -> np.ndarray:
     return a
 
 
-def save_env_states(envs: gym.vector.SyncVectorEnv) -> bytes:
-    """Pickle the sub-environments mid-episode so a resumed run continues them exactly.
+def save_env_states(envs: gym.vector.SyncVectorEnv) -> list[dict]:
+    """Every sub-environment's mid-episode state as plain data (:mod:`core.state`), for an exact resume."""
+    from core.state import env_state
 
-    Plain Python envs pickle their full state; MuJoCo envs pickle only their constructor arguments
-    (EzPickle), so their integration state and RNG are saved alongside and put back on load."""
-    import pickle
-
-    snaps = []
-    for env in envs.envs:
-        u, extra = env.unwrapped, None
-        if hasattr(u, "model") and hasattr(u, "data"):
-            import mujoco
-
-            spec = mujoco.mjtState.mjSTATE_INTEGRATION
-            state = np.empty(mujoco.mj_stateSize(u.model, spec))
-            mujoco.mj_getState(u.model, u.data, state, spec)
-            extra = (state, u.np_random.bit_generator.state)
-        snaps.append((env, extra))
-    return pickle.dumps(snaps)
+    return [env_state(env) for env in envs.envs]
 
 
-def load_env_states(envs: gym.vector.SyncVectorEnv, blob: bytes) -> None:
-    import pickle
+def load_env_states(envs: gym.vector.SyncVectorEnv, states: list[dict]) -> None:
+    """Put states from :func:`save_env_states` back into freshly made sub-environments of the same env."""
+    from core.state import set_env_state
 
-    restored = []
-    for env, extra in pickle.loads(blob):
-        if extra is not None:
-            import mujoco
-
-            u = env.unwrapped
-            mujoco.mj_setState(u.model, u.data, extra[0], mujoco.mjtState.mjSTATE_INTEGRATION)
-            mujoco.mj_forward(u.model, u.data)
-            u.np_random.bit_generator.state = extra[1]
-        restored.append(env)
-    if len(restored) != envs.num_envs:
-        raise ConfigError(f"checkpoint holds {len(restored)} envs but the run uses {envs.num_envs}")
-    envs.envs = restored
+    if not isinstance(states, list) or len(states) != envs.num_envs:
+        raise ConfigError(f"checkpoint holds {len(states) if isinstance(states, list) else 'no'} env states but the "
+                          f"run uses {envs.num_envs}")
+    for env, state in zip(envs.envs, states):
+        set_env_state(env, state)

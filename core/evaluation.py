@@ -8,23 +8,25 @@ import numpy as np
 import torch
 
 from core.backends import make_backend
-from core.checkpoint import load_checkpoint
-from core.config import TrainConfig, validate
+from core.checkpoint import load_checkpoint, require
+from core.config import TrainConfig
 from core.envs import ObsNormalizer, is_atari, to_env_actions
 
 
-def evaluation_envs(env_id: str, seed: int):
+def evaluation_envs(env_id: str, seed: int, env_kwargs: Optional[dict] = None):
     """One evaluation env: EnvPool's whole-game Atari, else a sync Gymnasium env."""
-    return make_backend(env_id, 1, "envpool" if is_atari(env_id) else "sync", seed, training=False)
+    return make_backend(env_id, 1, "envpool" if is_atari(env_id) else "sync", seed, training=False,
+                        env_kwargs=env_kwargs)
 
 
 @torch.no_grad()
 def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episodes: int, seed: int,
-             device: torch.device, deterministic: bool = True, seen: Optional[list] = None) -> list[float]:
+             device: torch.device, deterministic: bool = True, seen: Optional[list] = None,
+             env_kwargs: Optional[dict] = None) -> list[float]:
     """Raw scores of ``episodes`` full episodes on one env (whole games with unclipped rewards on
     Atari); the mean action / argmax when ``deterministic``.  The normaliser is read, never updated.
     ``seen``, when given, receives every raw observation the actor acted on."""
-    envs = evaluation_envs(env_id, seed)
+    envs = evaluation_envs(env_id, seed, env_kwargs)
     obs = envs.reset(seed=seed)
     returns, ep_return = [], 0.0
     while len(returns) < episodes:
@@ -44,18 +46,26 @@ def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episo
 
 def load_run_policy(run_dir: Path, device: str = "cpu") -> tuple[TrainConfig, torch.nn.Module, ObsNormalizer]:
     """``run_dir``'s config, its checkpoint's actor (on ``device``) and observation normaliser."""
-    from core.cli_config import load_run_config
     from core.networks import build_networks
+    from core.presets import complete
+    from core.runner import load_run_config
     from core.trainer import pick_device
 
-    cfg: TrainConfig = load_run_config(Path(run_dir))
-    validate(cfg)
-    state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
-    envs = evaluation_envs(cfg.env, 0)
+    cfg = complete(load_run_config(Path(run_dir)))
+    path = Path(run_dir) / "checkpoint.pt"
+    state = load_checkpoint(path)
+    require(state, ("actor", "obs_norm"), path)
+    envs = evaluation_envs(cfg.env, 0, cfg.env_kwargs)
     actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes,
                               cfg.precision == "bf16")
     actor = actor.to(pick_device(device))
-    actor.load_state_dict(state["actor"])
+    try:
+        actor.load_state_dict(state["actor"])
+    except (RuntimeError, KeyError, TypeError) as e:
+        from core.config import ConfigError
+
+        raise ConfigError(f"checkpoint {path} does not fit the run's networks ({type(e).__name__}); it belongs to "
+                          "another run or is corrupt") from e
     obs_norm = ObsNormalizer(envs.single_observation_space.shape, cfg.norm_obs)
     obs_norm.load_state_dict(state["obs_norm"])
     envs.close()
@@ -69,8 +79,11 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
     cfg, actor, obs_norm = load_run_policy(run_dir, device)
     if deterministic is None:
         deterministic = cfg.eval_deterministic is not False
-    return evaluate(cfg.env, actor, obs_norm, episodes, seed, next(actor.parameters()).device, deterministic)
+    return evaluate(cfg.env, actor, obs_norm, episodes, seed, next(actor.parameters()).device, deterministic,
+                    env_kwargs=cfg.env_kwargs)
 
 
 def mean_std(x: list[float]) -> tuple[float, float]:
-    return float(np.mean(x)), float(np.std(x))
+    """Mean and sample standard deviation (ddof=1; NaN for fewer than two values)."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.mean(x)), float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")

@@ -1,4 +1,4 @@
-"""Training-health monitors (SPEC 2.4): each watches a statistic, names an event and suggests a remedy.
+"""Training-health monitors (docs/algorithms.md): each watches a statistic, names an event and suggests a remedy.
 
 The monitors only *detect*; the trainer applies the remedies so that they stay testable in isolation:
 - ``policy_collapse`` -> restore the actor from its best snapshot, enlarge eps_pi by 50% (once).  The
@@ -13,11 +13,11 @@ import math
 from collections import deque
 from typing import Iterable
 
-COLLAPSE_WIDEN = 1.5  # the collapse remedy enlarges eps_pi by 50% (SPEC 2.4) ...
+COLLAPSE_WIDEN = 1.5  # the collapse remedy enlarges eps_pi by 50% (docs/algorithms.md) ...
 # ... at most once in a run: later collapses restore the best policy again but keep the clip.  Widening
 # compounded otherwise: an Ant-v5 run (1M steps, DAPO with auto-lambda, seed 2) collapsed three times in
 # 30k steps, then trained its last 560k steps at eps_pi 0.5 with an approx KL of 0.13-0.14 per update
-# (0.03-0.05 in the same env's other seeds); the SPEC names a clip below 0.05 or one bad update as the causes.
+# (0.03-0.05 in the same env's other seeds); the original definition names a clip below 0.05 or one bad update as the causes.
 EPS_PI_MAX = 0.5  # and never beyond this absolute clip, whatever the configured one
 
 

@@ -6,7 +6,10 @@ Namespaces: ``rollout/`` (episodes), ``train/`` (losses, clip stats, lr, eps), `
 from __future__ import annotations
 
 import csv
+import io
 import math
+import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -55,8 +58,16 @@ class MetricLogger:
             self.columns = self.columns or ["global_step"]
             self.columns += [k for k in row if k not in self.columns]
             self._rewrite(rows)
+        line = io.StringIO()
+        csv.DictWriter(line, fieldnames=self.columns, restval="").writerow(row)
         with open(self.path, "a", newline="") as f:
-            csv.DictWriter(f, fieldnames=self.columns, restval="").writerow(row)
+            size = f.tell()
+            try:  # one write per row; on a full disk, cut back any partial row so the file stays a table
+                f.write(line.getvalue())
+                f.flush()
+            except OSError:
+                f.truncate(size)
+                raise
         if self.tb is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)) and not math.isnan(v):
@@ -76,31 +87,56 @@ def read_metrics(path: Path) -> dict[str, list[float]]:
 
 
 class Progress:
-    """A rich progress bar with step, SPS, recent return and ETA (silent when disabled)."""
+    """Progress of a run: a live bar (step, SPS, recent return, ETA) on a terminal; elsewhere (logs of batch jobs,
+    pipes) a plain line every ``every_s`` seconds.  Silent when disabled."""
 
-    def __init__(self, total: int, start: int, description: str, enabled: bool = True):
-        self.bar = None
-        if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-            from rich.progress import Progress as RichProgress
+    def __init__(self, total: int, start: int, description: str, enabled: bool = True, every_s: float = 10.0,
+                 stream=None):
+        self.total, self.description, self.every_s = total, description, every_s
+        self.stream = stream or sys.stdout
+        self.bar, self.plain = None, False
+        self.t0, self.start, self.last_print = time.monotonic(), start, -math.inf
+        self.state = (start, 0.0, math.nan)
+        if not enabled:
+            return
+        if not self.stream.isatty():
+            self.plain = True
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as RichProgress
 
-            self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                    TextColumn("SPS {task.fields[sps]:>6.0f}  return {task.fields[ret]}"),
-                                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-            self.task = self.bar.add_task(description, total=total, completed=start, sps=0.0, ret="n/a")
-            self.bar.start()
+        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                                TextColumn("SPS {task.fields[sps]:>6.0f}  return {task.fields[ret]}"),
+                                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), expand=True)
+        self.task = self.bar.add_task(description, total=total, completed=start, sps=0.0, ret="n/a")
+        self.bar.start()
 
     def update(self, step: int, sps: float, recent_return: float) -> None:
+        self.state = (step, sps, recent_return)
         if self.bar is not None:
             ret = "n/a" if math.isnan(recent_return) else f"{recent_return:8.1f}"
             self.bar.update(self.task, completed=step, sps=sps, ret=ret)
+        elif self.plain and time.monotonic() - self.last_print >= self.every_s:
+            self._line()
+
+    def _line(self) -> None:
+        step, sps, ret = self.state
+        elapsed = time.monotonic() - self.t0
+        rate = (step - self.start) / elapsed if elapsed > 0 else 0.0
+        eta = f"{(self.total - step) / rate:.0f}s" if rate > 0 and step < self.total else "-"
+        ret_text = "n/a" if math.isnan(ret) else f"{ret:.1f}"
+        print(f"{self.description}: step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%) "
+              f"SPS {sps:.0f} return {ret_text} elapsed {elapsed:.0f}s ETA {eta}", file=self.stream, flush=True)
+        self.last_print = time.monotonic()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+        elif self.plain and self.state[0] != self.start:
+            self._line()

@@ -15,30 +15,40 @@ import torch
 
 
 def train_loop(trainer, logger, progress=None, max_iterations: Optional[int] = None) -> None:
-    """Iterate until ``trainer.finished()`` (or after ``max_iterations`` iterations), logging every
-    iteration and checkpointing every ``checkpoint_every_s`` seconds and on the way out."""
-    last_ckpt, done = time.monotonic(), 0
+    """Iterate until ``trainer.finished()`` (or after ``max_iterations`` iterations), logging every iteration and
+    checkpointing after the first, then every ``checkpoint_every_s`` seconds, and on the way out.  An iteration cut
+    short (a second Ctrl-C, an error) leaves the trainer half-updated: then the last checkpoint stays as it is."""
+    last_ckpt, done, consistent = time.monotonic(), 0, True
     try:
         while not trainer.finished() and (max_iterations is None or done < max_iterations):
             tic = time.perf_counter()
+            consistent = False
             metrics = trainer.iterate()
+            consistent = True
             dt = time.perf_counter() - tic
             trainer.elapsed += dt
             metrics.setdefault("time/sps", trainer.batch_size / dt)
             logger.log(trainer.global_step, metrics)
             if progress is not None:
                 progress.update(trainer.global_step, metrics["time/sps"], trainer.recent_return())
-            if time.monotonic() - last_ckpt > trainer.cfg.checkpoint_every_s:
+            done += 1
+            if done == 1 or time.monotonic() - last_ckpt > trainer.cfg.checkpoint_every_s:
                 trainer.save()
                 last_ckpt = time.monotonic()
-            done += 1
     finally:
-        trainer.save()
+        if consistent:
+            trainer.save()
 
 
 def env_budget_spent(trainer) -> bool:
-    """True when another iteration of ``batch_size`` env steps would exceed ``cfg.total_steps``."""
-    return trainer.global_step + trainer.batch_size > trainer.cfg.total_steps
+    """True once ``cfg.total_steps`` env steps are done: a budget that is not a multiple of ``batch_size`` is rounded
+    up to whole iterations (:func:`rounded_budget`; the run's start line says so)."""
+    return trainer.global_step >= trainer.cfg.total_steps
+
+
+def rounded_budget(total_steps: int, batch_size: int) -> int:
+    """The env steps a run of ``total_steps`` takes in whole iterations of ``batch_size``."""
+    return -(-total_steps // batch_size) * batch_size
 
 
 def rng_state() -> dict:

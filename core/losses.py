@@ -1,10 +1,10 @@
-"""PPO-family losses as pure functions (SPEC 2.1-2.3).
+"""PPO-family losses as pure functions (docs/algorithms.md).
 
 Every function takes flat minibatch tensors of shape ``(M,)`` and returns a scalar loss plus a
 dict of detached diagnostics.  ``weights`` (``(M,)`` or ``None``) are per-sample multipliers such
 as the sampler's importance weights; the weighted loss is ``mean(w * l)`` (not self-normalised), so
 weights with expectation 1 under the sampling distribution keep the loss scale and stay unbiased.
-The Decision Transformer losses at the end (SPEC 4) take per-token ``(B, K)`` tensors with a padding mask.
+The Decision Transformer losses at the end (docs/algorithms.md) take per-token ``(B, K)`` tensors with a padding mask.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def value_loss(v_new: Tensor, v_old: Tensor, returns: Tensor, eps: Optional[floa
     """``E[(V-R)^2]``, or with ``eps``: ``E[max((V-R)^2, (V_clip-R)^2)]``,
     ``V_clip = V_old + clip(V - V_old, -eps, eps)``.
 
-    The *prediction* is clipped around the stored ``V_old`` (SPEC 2.3); clamping the loss value
+    The *prediction* is clipped around the stored ``V_old`` (docs/algorithms.md); clamping the loss value
     itself, as a widely copied snippet does, is a bug.
 
     Args: v_new, v_old, returns: ``(M,)``; eps: value clip range or ``None`` for no clipping.
@@ -94,7 +94,7 @@ def exponential_advantage_weights(adv: Tensor, temperature: float, max_weight: f
 
     Exponential, not ``|A|``: ``|A|`` would imitate a very *bad* action (large negative A) more strongly
     than an average one, while ``exp(A/T)`` shrinks its weight towards 0 and grows it only for actions
-    better than expected (SPEC 4).  ``max_weight`` bounds the few huge weights that would otherwise
+    better than expected (docs/algorithms.md).  ``max_weight`` bounds the few huge weights that would otherwise
     dominate a batch.  ``A/T`` is clamped at ``log(max_weight)`` *before* ``exp`` so large advantages
     cannot overflow to ``inf`` (same result as clamping after).
 

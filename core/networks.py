@@ -137,7 +137,6 @@ class GaussianActor(nn.Module):
         super().__init__()
         self.net = mlp(obs_dim, hidden, act_dim, out_gain=0.01)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
-        self.entropy_ceiling: Optional[Tensor] = None  # (A,) or None; see evaluate
 
     def distribution(self, obs: Tensor) -> Distribution:
         mean = self.net(obs)
@@ -151,10 +150,7 @@ class GaussianActor(nn.Module):
         mean = self.net(obs)
         z = (actions - mean) * (-self.log_std).exp()
         logp = (-0.5 * z.pow(2) - self.log_std - HALF_LOG_2PI).sum(-1)
-        log_std = self.log_std
-        if self.entropy_ceiling is not None:  # --ent-below: the same value, no entropy gradient above the ceiling
-            log_std = torch.where(log_std < self.entropy_ceiling, log_std, log_std.detach())
-        entropy = (0.5 + HALF_LOG_2PI + log_std).sum().expand(logp.shape)
+        entropy = (0.5 + HALF_LOG_2PI + self.log_std).sum().expand(logp.shape)
         return logp, entropy
 
     def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
@@ -197,11 +193,9 @@ class SharedEncoderCritic(nn.Module):
 
 
 def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
-                   bf16: bool = False, log_std_init: float = 0.0,
-                   critic_hidden: Optional[Sequence[int]] = None) -> tuple[nn.Module, nn.Module]:
-    """Actor and critic for the spaces.  Flat observations: separate MLPs (DAPO's decoupled optimisers
-    act on them; the critic's widths are ``critic_hidden``, default ``hidden``; Box actions start with
-    log-std ``log_std_init``).  Image observations ``(C, H, W)``: one
+                   bf16: bool = False, log_std_init: float = 0.0) -> tuple[nn.Module, nn.Module]:
+    """Actor and critic for the spaces.  Flat observations: separate MLPs of widths ``hidden`` (DAPO's decoupled
+    optimisers act on them; Box actions start with log-std ``log_std_init``).  Image observations ``(C, H, W)``: one
     Nature-DQN encoder owned by the actor, with a policy head and a value head (:class:`SharedEncoderCritic`)."""
     obs_dim = int(np.prod(obs_space.shape))
     if len(obs_space.shape) == 3:
@@ -215,4 +209,4 @@ def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[
         actor = CategoricalActor(obs_dim, int(act_space.n), hidden)
     else:
         actor = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init)
-    return actor, Critic(obs_dim, hidden if critic_hidden is None else critic_hidden)  # after the actor: same init
+    return actor, Critic(obs_dim, hidden)  # built after the actor: the same init as before for a given seed

@@ -73,8 +73,6 @@ class _GaussianHead:
 
     def __init__(self, actor: GaussianActor):
         self.params = [actor.log_std]
-        ceiling = actor.entropy_ceiling  # --ent-below: no entropy gradient on dimensions at or above it
-        self.entropy_ceiling = None if ceiling is None else ceiling.detach().cpu().numpy()
 
     def bind(self, views: list[Array]) -> None:
         (self.log_std,) = views
@@ -90,8 +88,6 @@ class _GaussianHead:
         """dL/dlogp, dL/dentropy ``(M,)`` -> dL/dmu ``(M, A)`` and ``[dL/dlog_std]``."""
         g_mu = g_logp[:, None] * self.z * self.inv_std
         g_log_std_entropy = np.full_like(self.log_std, g_entropy.sum())
-        if self.entropy_ceiling is not None:
-            g_log_std_entropy *= self.log_std < self.entropy_ceiling
         return g_mu, [(g_logp[:, None] * (self.z * self.z - 1.0)).sum(0) + g_log_std_entropy]
 
 

@@ -140,7 +140,7 @@ class Collector:
 
 
 class Prefetcher:
-    """Double buffering (SPEC 2.5): while the learner updates on rollout k, a worker collects rollout k+1
+    """Double buffering (docs/algorithms.md): while the learner updates on rollout k, a worker collects rollout k+1
     with a frozen copy of the networks taken before the update.
 
     The worker is the collector's own process when it has one (:class:`core.collector_process.CollectorProcess`

@@ -1,4 +1,8 @@
-"""``dapo run``: one experiment end to end (train, checkpoint, evaluate, summarise, plot)."""
+"""``dapo run`` for the Gymnasium family: one experiment end to end (train, checkpoint, evaluate, summarise, plot).
+
+Shared with the other families: :func:`start_run` (run directory checks, lock, checkpoint, config.yaml) and
+:func:`train_interruptibly` (Ctrl-C finishes the iteration and checkpoints).
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -7,36 +11,51 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-import gymnasium as gym
-
-from core.checkpoint import atomic_write, load_checkpoint, write_json
-from core.cli_config import write_yaml_config
+from core import presets
+from core.checkpoint import atomic_write, load_checkpoint, remove_orphans, require, write_json
+from core.cli_config import RESUMABLE_OVERRIDES, load_run_config as read_run_config, write_yaml_config
 from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip
-from core.envs import check_env_id, env_family
+from core.envs import env_family, make_env
 from core.evaluation import evaluate, mean_std
+from core.legacy import translate
 from core.logging import MetricLogger, Progress
+from core.loop import rounded_budget
 from core.plotting import plot_learning_curve
-from core.presets import resolve
-from core.schedules import KLAdaptiveLR
+from core.rundir import RUN_FILES, RunLock, check_run_dir
 from core.trainer import Trainer
 
+CHECKPOINT_KEYS = ("global_step", "iteration", "elapsed", "actor", "critic", "optimizer", "obs_norm", "sampler")
 
-def resolve_for_env(cfg: TrainConfig) -> TrainConfig:
-    """Validate the env id, detect its family (classic / continuous) and fill the presets."""
-    check_env_id(cfg.env)
+
+def resolve_for_env(explicit: dict[str, Any]) -> TrainConfig:
+    """Options given by the user (field -> value) -> the resolved config for their env's family."""
+    env_id = explicit.get("env", TrainConfig.env)
+    env = make_env(env_id, explicit.get("env_kwargs"))
     try:
-        env = gym.make(cfg.env)
-    except Exception as e:
-        raise ConfigError(f"cannot create env '{cfg.env}': {type(e).__name__}: {e}") from e
-    family = env_family(env.observation_space, env.action_space, cfg.env)
-    env.close()
-    return resolve(cfg, family)
+        family = env_family(env.observation_space, env.action_space, env_id)
+    finally:
+        env.close()
+    return presets.resolve(explicit, family)
 
 
-def settings_line(cfg: TrainConfig) -> str:
-    """One line naming the settings the presets chose that change what the algorithm does, so nobody has to
+def load_run_config(run_dir: Path) -> TrainConfig:
+    """The resolved config in ``run_dir/config.yaml`` (older versions' options translated)."""
+    return read_run_config(run_dir, TrainConfig, translate)
+
+
+def resume_config(cls: type, saved, overrides: dict[str, Any]):
+    """A saved config with the options that may change on resume replaced; any other option is refused."""
+    frozen = sorted(set(overrides) - RESUMABLE_OVERRIDES - {"run_dir"})  # the CLI passes the resumed directory
+    if frozen:
+        raise ConfigError(f"--{frozen[0].replace('_', '-')} cannot change when resuming; only "
+                          f"{', '.join('--' + k.replace('_', '-') for k in sorted(RESUMABLE_OVERRIDES))} can")
+    return dataclasses.replace(saved, **overrides)  # run_dir: the directory being resumed, wherever it was made
+
+
+def settings_line(cfg: TrainConfig, extensions=()) -> str:
+    """One line naming the settings the recipes chose that change what the algorithm does, so nobody has to
     open config.yaml to learn, e.g., that dapo on MuJoCo trains on uniform minibatches."""
     lam = f"auto in [{cfg.lambda_min}, {cfg.lambda_max}]" if cfg.auto_lambda else f"{cfg.gae_lambda}"
     parts = [f"GAE lambda {lam}"]
@@ -53,61 +72,65 @@ def settings_line(cfg: TrainConfig) -> str:
                                                  else "per network"))
     if cfg.health_monitors and cfg.collapse_confirm:
         parts.append(f"collapse remedy once {cfg.collapse_confirm + 1} windows in a row show the drop")
-    if cfg.target_kl and cfg.kl_lr_max_scale == 1:
-        parts.append(f"policy lr /{KLAdaptiveLR.FACTOR:g} after each update with approx KL > {2 * cfg.target_kl:g}, "
-                     "never above schedule")
-    elif cfg.target_kl:
-        parts.append(f"policy lr adapted to hold approx KL near {cfg.target_kl:g} "
-                     f"(x{KLAdaptiveLR.LOWEST:g} .. x{cfg.kl_lr_max_scale:g})")
-    if cfg.log_std_init:  # only Box actions have a log-std; every family's preset is 0 except dapo on MuJoCo
+    if cfg.log_std_init:  # only Box actions have a log-std; every family's preset is 0 except the mujoco recipe
         parts.append(f"initial action log-std {cfg.log_std_init} (std {math.exp(cfg.log_std_init):.2f})")
-    if cfg.log_std_min is not None:
-        parts.append(f"action log-std floored at {cfg.log_std_min} (std {math.exp(cfg.log_std_min):.2f}"
-                     + (" x each action's half-range" if cfg.log_std_min_relative else "")
-                     + (f", falling linearly to 0 from {cfg.log_std_min_anneal_start:.0%} of training to "
-                        + ("the end)" if cfg.log_std_min_anneal_end == 1 else f"{cfg.log_std_min_anneal_end:.0%})")
-                        if cfg.log_std_min_anneal else ")"))
-    if cfg.log_std_max is not None:
-        parts.append(f"action log-std capped at {cfg.log_std_max} (std {math.exp(cfg.log_std_max):.2f})")
     if cfg.ent_coef:
-        bonus = f"entropy bonus {cfg.ent_coef:g}"
-        if cfg.ent_per_dim:
-            bonus += " on the mean entropy per action dim"
-        if cfg.ent_below is not None:
-            bonus += f" on action dims with log-std below {cfg.ent_below:g} + log half-range"
-        parts.append(bonus)
-    return f"{cfg.algo} on {cfg.env}: " + "; ".join(parts)
+        parts.append(f"entropy bonus {cfg.ent_coef:g}")
+    parts += [ext.describe() for ext in extensions]
+    recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""
+    return f"{cfg.algo} on {cfg.env}{recipes}: " + "; ".join(parts)
 
 
-def default_run_dir(cfg: TrainConfig) -> Path:
-    name = cfg.env.replace("/", "-")
+def budget_line(total_steps: int, batch_size: int, done: int = 0) -> str:
+    """The start line's budget: the steps the run will take, saying so when they round up to whole iterations."""
+    steps = rounded_budget(total_steps, batch_size)
+    rounded = f" (--total-steps {total_steps} rounded up to whole iterations of {batch_size})" if steps != total_steps else ""
+    start = f", resuming at {done}" if done else ""
+    return f"training for {steps} env steps{rounded}{start}"
+
+
+def default_run_dir(cfg) -> Path:
+    name = str(cfg.env).replace("/", "-").replace(":", "-")
     return Path("runs") / f"{name}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def prepare_run_dir(cfg: TrainConfig, resume: bool) -> Path:
+def start_run(cfg, resume: bool, main: bool = True, checkpoint_keys: tuple[str, ...] = ("global_step",),
+              step_key: str = "global_step"):
+    """Shared prologue of every ``dapo run`` family, in an order that touches no file before every input is
+    checked: the run directory (refusing a file, an unwritable place, or a finished run without ``--resume``),
+    the checkpoint when resuming (its steps must not exceed ``--total-steps``), then the lock (one writer per run
+    directory), leftovers of a killed writer removed, and the resolved config written to config.yaml.  ``cfg`` must
+    be resolved already; returns ``(cfg with run_dir, run_dir, checkpoint or None, lock or None)``."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
-    if not resume and (run_dir / "checkpoint.pt").exists():
-        raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} "
-                          "or choose another --run-dir")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
-
-
-def start_run(cfg, resume: bool, main: bool = True):
-    """Shared prologue of every ``dapo run`` family: the run directory (refusing to overwrite a finished
-    run), its checkpoint when resuming, and the resolved config written to config.yaml.  ``cfg`` must be
-    resolved already; returns ``(cfg with run_dir, run_dir, checkpoint or None)``."""
-    run_dir = prepare_run_dir(cfg, resume) if main else Path(cfg.run_dir or "")
-    checkpoint = load_checkpoint(run_dir / "checkpoint.pt") if resume else None
-    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
     if main:
+        check_run_dir(run_dir, resume)
+    checkpoint = None
+    if resume:
+        path = run_dir / "checkpoint.pt"
+        checkpoint = load_checkpoint(path)
+        require(checkpoint, checkpoint_keys, path)
+        done = checkpoint[step_key]
+        budget = cfg.grad_steps if step_key == "grad_step" else cfg.total_steps
+        if budget < done:
+            raise ConfigError(f"--total-steps {budget} is below the {done} steps this run has done; give at least "
+                              f"{done} (or omit it to finish the original budget)")
+    cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
+    lock = None
+    if main:
+        lock = RunLock(run_dir).acquire()
+        if not resume and any((run_dir / name).exists() for name in RUN_FILES):  # a writer finished in between
+            lock.release()
+            raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another "
+                              "--run-dir")
+        remove_orphans(run_dir)
         atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
-    return cfg, run_dir, checkpoint
+    return cfg, run_dir, checkpoint, lock
 
 
 def train_interruptibly(trainer, logger, progress) -> None:
-    """``trainer.train`` where Ctrl-C finishes the current iteration, checkpoints and sets
-    ``trainer.stop_requested``; a second Ctrl-C aborts at once.  Closes the logger and progress bar."""
+    """``trainer.train`` where Ctrl-C finishes the current iteration, checkpoints and sets ``trainer.stop_requested``;
+    a second Ctrl-C aborts the iteration at once (the last checkpoint stays; a checkpoint being written is finished
+    first).  Closes the logger and progress display."""
     def request_stop(signum, frame):
         trainer.stop_requested = True
         signal.signal(signal.SIGINT, previous)
@@ -131,19 +154,33 @@ class NullLogger:
         pass
 
 
-def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
-    """Train (or continue) a run and write config.yaml, metrics.csv, tb/, checkpoint.pt,
-    summary.json and learning_curve.png into its directory.  Returns the summary (``None`` on
-    data-parallel ranks other than 0, which write nothing)."""
-    cfg = resolve_for_env(cfg)
-    main = int(os.environ.get("RANK", "0")) == 0
-    cfg, run_dir, checkpoint = start_run(cfg, resume, main)
-    if main:
-        print(settings_line(cfg), flush=True)
-    trainer = Trainer(cfg, run_dir, checkpoint)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
-    progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress and main)
+def summary_line(s: dict) -> str:
+    return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
+            f"final_return_mean {s['final_return_mean']:.1f}; eval {s['eval_return_mean']:.1f} "
+            f"+- {s['eval_return_std']:.1f} (sample std); health events {s['health_events']}; outputs in {s['run_dir']}")
 
+
+def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
+    """Train (or continue) a resolved run and write config.yaml, metrics.csv, tb/, checkpoint.pt, summary.json and
+    learning_curve.png into its directory.  Returns the summary (``None`` on data-parallel ranks other than 0,
+    which write nothing)."""
+    main = int(os.environ.get("RANK", "0")) == 0
+    cfg, run_dir, checkpoint, lock = start_run(cfg, resume, main, CHECKPOINT_KEYS)
+    try:
+        return _train_and_report(cfg, run_dir, checkpoint, resume, main)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_and_report(cfg: TrainConfig, run_dir: Path, checkpoint, resume: bool, main: bool) -> Optional[dict]:
+    trainer = Trainer(cfg, run_dir, checkpoint)
+    if main:
+        print(settings_line(cfg, trainer.extensions), flush=True)
+        print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
+    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
+                        f"{cfg.algo} {cfg.env}", cfg.progress and main, cfg.progress_every_s)
     try:
         train_interruptibly(trainer, logger, progress)
     except BaseException:
@@ -154,18 +191,21 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
         if trainer.stop_requested:
             raise RunInterrupted(run_dir)
         return None
-    plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}")
+    plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}",
+                        events=trainer.health_events)
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     eval_returns = (evaluate(cfg.env, trainer.actor, trainer.obs_norm, cfg.eval_episodes, cfg.seed + 10_000,
-                             trainer.device, cfg.eval_deterministic) if cfg.eval_episodes > 0 else [float("nan")])
+                             trainer.device, cfg.eval_deterministic, env_kwargs=cfg.env_kwargs)
+                    if cfg.eval_episodes > 0 else [float("nan")])
     eval_mean, eval_std = mean_std(eval_returns)
     summary = {
         "env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "total_steps": trainer.global_step,
         "wall_time_s": round(trainer.elapsed, 2), "sps": round(trainer.global_step / max(trainer.elapsed, 1e-9), 1),
         "final_return_mean": trainer.recent_return(), "eval_return_mean": eval_mean, "eval_return_std": eval_std,
-        "eval_episodes": cfg.eval_episodes, "health_events": dict(trainer.health_counts),
-        "health_event_log": trainer.health_events, "device": str(trainer.device), "run_dir": str(run_dir),
+        "eval_std_convention": "sample std (ddof=1)", "eval_episodes": cfg.eval_episodes,
+        "health_events": dict(trainer.health_counts), "health_event_log": trainer.health_events,
+        "device": str(trainer.device), "run_dir": str(run_dir),
     }
     write_json(run_dir / "summary.json", summary)
     return summary

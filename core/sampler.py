@@ -1,4 +1,4 @@
-"""DAPO's dynamic advantage-weighted sampler over a sliding window (SPEC 2.3).
+"""DAPO's dynamic advantage-weighted sampler over a sliding window (docs/algorithms.md).
 
 For the ``N`` transitions in the window::
 

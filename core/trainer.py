@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from core import schedules
+from core import extensions, schedules
 from core.advantages import AutoLambda, gae, next_state_values
 from core.backends import make_backend
 from core.checkpoint import save_checkpoint
@@ -35,11 +35,11 @@ from core.health import (
 from core.logging import MetricLogger
 from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import explained_variance
-from core.networks import GaussianActor, build_networks, input_layer, refit_input_layer
+from core.networks import build_networks, input_layer, refit_input_layer
 from core.numpy_update import NumpyUpdate
 from core.rollout import Collector, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, Proximal, UpdateSettings, grad_groups, ppo_update, proximal_anchor
+from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 
 
 def pick_device(name: str) -> torch.device:
@@ -73,21 +73,11 @@ class Trainer:
         threadpool_limits(cfg.torch_threads, user_api="blas")
         seed = cfg.seed + self.dist.rank
         seed_everything(seed)
-        self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed)
-        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16",
-                                       cfg.log_std_init, cfg.critic_hidden_sizes)
+        self.envs = make_backend(cfg.env, cfg.num_envs, cfg.backend, seed, env_kwargs=cfg.env_kwargs)
+        obs_space, self.action_space = self.envs.single_observation_space, self.envs.single_action_space
+        actor, critic = build_networks(obs_space, self.action_space, cfg.hidden_sizes, cfg.precision == "bf16",
+                                       cfg.log_std_init)
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
-        for flag, given in (("--log-std-min", cfg.log_std_min is not None),
-                            ("--log-std-max", cfg.log_std_max is not None),
-                            ("--ent-below", cfg.ent_below is not None), ("--ent-per-dim", cfg.ent_per_dim)):
-            if given and not isinstance(self.actor, GaussianActor):
-                raise ConfigError(f"{flag} acts on a Gaussian policy's noise, and {cfg.env} has "
-                                  f"{type(act_space).__name__} actions: drop {flag}")
-        self.log_std_floor_offset = (self._log_half_range(act_space, "--log-std-min-relative")
-                                     if cfg.log_std_min_relative else torch.zeros((), device=self.device))
-        if cfg.ent_below is not None:
-            self.actor.entropy_ceiling = cfg.ent_below + self._log_half_range(act_space, "--ent-below")
         self.dist.broadcast_modules([self.actor, self.critic])
         # Adam keeps per-parameter state, so one Adam with an actor group and a critic group is exactly
         # two optimisers; "separate" means separate learning rates and (unless --joint-grad-clip) per-network
@@ -101,28 +91,27 @@ class Trainer:
         temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
                                   cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
         self.sampler = DynamicSampler(cfg.window, self.device, temperature, cfg.dynamic_sampling,
-                                      cfg.importance_correction or cfg.value_importance_correction, seed=seed,
+                                      cfg.importance_correction, seed=seed,
                                       resampling=cfg.resampling)
         if cfg.compile:  # the sampler's arithmetic and the minibatch forward pass
             self.sampler.probs_fn = maybe_compile(self.sampler.probs_fn)
             self._evaluate = maybe_compile(self._evaluate)
         self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches,
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
-                                              cfg.vf_coef, self._entropy_coefficient(act_space), cfg.max_grad_norm,
-                                              policy_weights=cfg.importance_correction or cfg.resampling == "weighted")
+                                              cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
         self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance,
                                               cfg.collapse_confirm)
         self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
         # Remedies act through these multipliers on the scheduled values.
         self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0
-        self.kl_lr = schedules.KLAdaptiveLR(cfg.target_kl or 1.0, highest=cfg.kl_lr_max_scale)  # 1 unless target_kl
         self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
         self.health_events: list[dict] = []
         self.best_actor = copy.deepcopy(self.actor.state_dict())
         self.best_obs_norm: Optional[dict] = self.obs_norm.state_dict()  # the statistics best_actor acted on
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
-        fast = (cfg.numpy_update and not cfg.compile
+        self.extensions = extensions.build(cfg.extensions, self)  # mechanisms beyond PPO/GRPO/DAPO (core/extensions)
+        fast = (cfg.numpy_update and not cfg.compile and all(e.numpy_update for e in self.extensions)
                 and NumpyUpdate.supports(self.actor, self.critic, self.device, self.dist.enabled))
         self.numpy_update = (NumpyUpdate(self.actor, self.critic, self.optimizer, not cfg.joint_grad_clip)
                              if fast else None)
@@ -140,7 +129,7 @@ class Trainer:
                                                                        c.backend, self.dist.enabled):
             self.envs.close()  # the worker makes its own, seeded alike
             spec = WorkerSpec(c.env, c.num_envs, c.backend, seed, c.num_steps, c.norm_obs, c.norm_reward, c.gamma,
-                              tuple(c.hidden_sizes), tuple(c.critic_hidden_sizes))
+                              tuple(c.hidden_sizes), dict(c.env_kwargs))
             return CollectorProcess(spec, self.obs_norm, self.reward_scaler)
         return Collector(self.envs, c.num_steps, self.obs_norm, self.reward_scaler, self.device, seed, c.numpy_acting)
 
@@ -158,7 +147,9 @@ class Trainer:
     def _set_learning_rates(self) -> tuple[float, float]:
         c, progress = self.cfg, self.global_step / self.cfg.total_steps
         lr_pi = schedules.policy_lr(c.lr, progress, c.anneal_lr, self.global_step, c.policy_lr_drop_step,
-                                    c.policy_lr_drop_factor) * self.kl_lr.scale
+                                    c.policy_lr_drop_factor)
+        for ext in self.extensions:
+            lr_pi *= ext.policy_lr_scale()
         base_v = c.critic_lr if c.separate_optimizers else c.lr
         lr_v = schedules.annealed_lr(base_v, progress, c.anneal_lr) * self.critic_lr_scale
         self.optimizer.param_groups[0]["lr"], self.optimizer.param_groups[1]["lr"] = lr_pi, lr_v
@@ -171,7 +162,7 @@ class Trainer:
         eps_low, eps_high, eps_v = self.clip_ranges()
         t0 = time.perf_counter()
         batch = self.batch_size
-        has_next = self.global_step + 2 * batch <= c.total_steps
+        has_next = self.global_step + batch < c.total_steps  # another iteration follows this one
         rollout, last_values, episodes = self.rollouts.next(self.actor, self.critic, prefetch=has_next)
         episodes = self.dist.gather(episodes)  # every rank sees all episodes: monitors act in lockstep
         self.global_step += batch
@@ -188,8 +179,8 @@ class Trainer:
         t2 = time.perf_counter()
         train = self.dist.mean_metrics(self.update(eps_low, eps_high, eps_v))
         self.rollouts.wait()
-        if c.target_kl:  # 0: off
-            self.kl_lr.observe(train.get("train/approx_kl", math.nan))
+        for ext in self.extensions:
+            train.update(ext.after_update(self, train))
         self.sampler.temperature.on_update()
         t3 = time.perf_counter()
         self.iteration += 1
@@ -213,8 +204,9 @@ class Trainer:
         }
 
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
-        """One shared PPO-family update; a non-finite loss or result restores the last healthy weights."""
-        proximal, lag = self._proximal()
+        """One shared PPO-family update; a non-finite loss or result restores the last healthy weights.  An
+        extension may re-anchor the policy ratio (stale data)."""
+        proximal = next((p for p in (e.anchor(self) for e in self.extensions) if p is not None), None)
         if self.numpy_update is not None:
             metrics, finite = self.numpy_update.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings,
                                                        proximal)
@@ -226,57 +218,12 @@ class Trainer:
         problem = self.guard.after_update(finite, self.dist.all_true)
         if problem:
             self._record("non_finite", problem)
-        metrics.update(self._bound_log_std())
-        return {**metrics, **lag}
-
-    @torch.no_grad()
-    def _bound_log_std(self) -> dict[str, float]:
-        """Projected gradient descent on the Gaussian log-std after an update: lift it onto the --log-std-min floor,
-        lower it onto the --log-std-max cap, each with the share of action dims it moved; with --ent-below, the share
-        the bonus acts on (taken between the two, as the next update sees it unless the cap moves it)."""
-        if not isinstance(self.actor, GaussianActor):  # the flags need one (checked at start-up)
-            return {}
-        c, log_std, out = self.cfg, self.actor.log_std, {}
-        if c.log_std_min is not None:  # the floor holds between updates
-            floor = schedules.log_std_floor(c.log_std_min, self.global_step / c.total_steps, c.log_std_min_anneal,
-                                            c.log_std_min_anneal_start, c.log_std_min_anneal_end)
-            floor = floor + self.log_std_floor_offset
-            out["train/log_std_floored"] = (log_std < floor).float().mean().item()
-            log_std.clamp_(min=floor)
-        if c.ent_below is not None:
-            out["train/ent_bonus_share"] = (log_std < self.actor.entropy_ceiling).float().mean().item()
-        if c.log_std_max is not None:
-            out["train/log_std_capped"] = (log_std > c.log_std_max).float().mean().item()
-            log_std.clamp_(max=c.log_std_max)
-        return out
-
-    def _entropy_coefficient(self, act_space) -> float:
-        """c_H on the summed entropy: --ent-coef, or --ent-coef / A with --ent-per-dim (A action dims)."""
-        return self.cfg.ent_coef / act_space.shape[0] if self.cfg.ent_per_dim else self.cfg.ent_coef
-
-    def _log_half_range(self, act_space, flag: str) -> torch.Tensor:
-        """(act_dim,) log of each action's half-range (high - low) / 2, as the actor's log-std (0 for actions
-        in +-1); ``flag`` names the option that needs it when the bounds are infinite."""
-        half_range = (np.asarray(act_space.high, np.float64) - np.asarray(act_space.low, np.float64)) / 2
-        if not np.all(np.isfinite(half_range) & (half_range > 0)):
-            raise ConfigError(f"{flag} needs finite action bounds, and {self.cfg.env}'s are "
-                              f"{act_space.low} .. {act_space.high}: drop {flag}")
-        return torch.as_tensor(np.log(half_range).reshape(-1), dtype=torch.float32, device=self.device)
-
-    def _proximal(self) -> tuple[Optional[Proximal], dict[str, float]]:
-        """With --proximal-clip, the current policy's log-probs on the window anchor the update (stale data:
-        one update old with --overlap, older in a wider --window)."""
-        if not self.cfg.proximal_clip:
-            return None, {}
-        data = self.sampler.window()
-        with torch.no_grad():
-            logp, _ = self.actor.evaluate(data.obs, data.actions)
-        return proximal_anchor(logp.float(), data.logp_old)
+        return metrics
 
     def _evaluate(self, mb: Transitions) -> Evaluation:
         return Evaluation(*self.actor.evaluate(mb.obs, mb.actions), self.critic(mb.obs))
 
-    # --- health (SPEC 2.4) ---------------------------------------------------------------------
+    # --- health (docs/algorithms.md) ---------------------------------------------------------------------
     def _record(self, name: str, detail: str) -> None:
         self.health_counts[name] += 1
         self.health_events.append({"step": self.global_step, "event": name, "detail": detail})
@@ -351,8 +298,8 @@ class Trainer:
                        "counts": dict(self.health_counts), "events": list(self.health_events),
                        "best_actor": self.best_actor, "best_obs_norm": self.best_obs_norm,
                        "last_good": self.guard.last_good},
-            "recent_returns": list(self.recent_returns), "kl_lr_scale": self.kl_lr.scale,
-            "rng": rng_state(),
+            "recent_returns": list(self.recent_returns),
+            "extensions": {e.name: e.state_dict() for e in self.extensions}, "rng": rng_state(),
         }
 
     def load_state_dict(self, s: dict) -> None:
@@ -374,7 +321,12 @@ class Trainer:
         self.best_actor, self.guard.last_good = h["best_actor"], h["last_good"]
         self.best_obs_norm = h.get("best_obs_norm")  # absent in checkpoints written before the refit
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
-        self.kl_lr.scale = s.get("kl_lr_scale", 1.0)  # absent in checkpoints written before target_kl
+        saved = dict(s.get("extensions", {}))
+        if "kl_lr_scale" in s:  # checkpoints from before extensions kept the KL rule's scale at the top
+            saved.setdefault("kl_adaptive_lr", {"scale": s["kl_lr_scale"]})
+        for ext in self.extensions:
+            if ext.name in saved:
+                ext.load_state_dict(saved[ext.name])
         set_rng_state(s["rng"])
         if self.dist.rank > 0:  # rank 0's checkpoint holds rank 0's envs and RNG; decorrelate the others
             seed_everything(self.cfg.seed + self.dist.rank + 7919 * self.iteration)

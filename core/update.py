@@ -43,13 +43,14 @@ PROXIMAL_WEIGHT_CAP = 2.0  # a one-update lag gives weights near 1; the cap only
 
 
 @torch.no_grad()
-def proximal_anchor(logp_prox: Tensor, logp_behaviour: Tensor) -> tuple[Proximal, dict[str, float]]:
-    """:class:`Proximal` from the two log-probs ``(size,)``, and ``train/lag_kl``, the k3 estimate of
-    KL(behaviour || proximal): how far the data's policy lags behind the one being updated."""
+def proximal_anchor(logp_prox: Tensor, logp_behaviour: Tensor,
+                    cap: float = PROXIMAL_WEIGHT_CAP) -> tuple[Proximal, dict[str, float]]:
+    """:class:`Proximal` from the two log-probs ``(size,)`` (weights capped at ``cap``), and ``train/lag_kl``, the
+    k3 estimate of KL(behaviour || proximal): how far the data's policy lags behind the one being updated."""
     log_w = logp_prox - logp_behaviour
     w = log_w.exp()
     lag_kl = float(((w - 1) - log_w).mean())
-    return Proximal(logp_prox, w.clamp(max=PROXIMAL_WEIGHT_CAP)), {"train/lag_kl": lag_kl}
+    return Proximal(logp_prox, w.clamp(max=cap)), {"train/lag_kl": lag_kl}
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Configuration of Decision Transformer runs: ``dt`` (the baseline) and ``dapo-dt`` (SPEC 4).
+"""Configuration of Decision Transformer runs: ``dt`` (the baseline) and ``dapo-dt`` (docs/algorithms.md).
 
 ``dapo-dt`` = ``dt`` + a value head, exponential advantage weights on the action loss, the
 advantage FiLM after every attention sub-layer, and (with ``online_steps``) fine-tuning on its own
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
-from core.config import ConfigError
+from core import recipes
+from core.config import ConfigError, check_inactive
 
 DT_ALGOS = ("dt", "dapo-dt")
 
@@ -20,7 +22,7 @@ DT_ALGOS = ("dt", "dapo-dt")
 class DTConfig:
     """Train a Decision Transformer (dt) or DAPO-DT (dapo-dt) on a Minari Atari dataset."""
 
-    # --- experiment -------------------------------------------------------------------------
+    # --- experiment
     env: str = "ALE/Pong-v5"
     """Atari env id the dataset was collected on (evaluation plays it)."""
     algo: str = "dapo-dt"
@@ -30,7 +32,9 @@ class DTConfig:
     dataset_steps: Optional[int] = None
     """Use only the dataset's first episodes up to this many steps (sample-efficiency studies; None: all)."""
     seed: int = 1
-    """Random seed (torch, numpy, batch sampling, evaluation envs)."""
+    """Seed of torch, NumPy, batch sampling and evaluation envs (0 .. 2**32-1)."""
+    recipe: tuple[str, ...] = ()
+    """Recipes applied on top of the algorithm's, in order. Names of shipped recipes or YAML paths."""
     device: str = "auto"
     """auto | cpu | cuda."""
     run_dir: Optional[str] = None
@@ -38,7 +42,7 @@ class DTConfig:
     torch_threads: int = 1
     """CPU threads for torch."""
 
-    # --- model ------------------------------------------------------------------------------
+    # --- model
     context_len: Optional[int] = None
     """K, steps per sequence (preset: 50 for Pong, 30 otherwise)."""
     n_layer: int = 3
@@ -53,7 +57,7 @@ class DTConfig:
     """fp32 | bf16 (autocast for the CNN and the GPT-2 blocks) | auto (bf16 on CUDA and on CPUs with
     AVX512-BF16/AMX, else fp32)."""
 
-    # --- offline training -------------------------------------------------------------------
+    # --- offline training
     grad_steps: int = 2000
     """Gradient steps of offline training."""
     batch_size: int = 16
@@ -67,7 +71,7 @@ class DTConfig:
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
 
-    # --- DAPO-DT (SPEC 4) -------------------------------------------------------------------
+    # --- dapo-dt
     advantage_weighting: Optional[bool] = None
     """Weight each token's action loss by clip(exp(A/T), max) with A = G - V(s), normalised per batch
     (preset: on for dapo-dt)."""
@@ -80,7 +84,7 @@ class DTConfig:
     ev_gated_weights: bool = False
     """Scale the advantages inside the weights by the value head's explained variance on the batch,
     exp(clip(EV, 0, 1) * A / T): uniform weights (plain DT imitation) while the critic explains nothing,
-    full strength once it explains the returns (GRPO's trust-the-critic rule, SPEC 2.2)."""
+    full strength once it explains the returns (GRPO's trust-the-critic rule, docs/algorithms.md)."""
     adv_gamma: float = 1.0
     """Discount of the hindsight return the value head regresses on and advantages A = G - V(s) measure
     against (1: the undiscounted return-to-go the DT is conditioned on).  Below 1 the advantage credits the
@@ -98,7 +102,7 @@ class DTConfig:
     target_advantage: float = 1.0
     """Advantage (in normalised units) the modulated model is conditioned on when acting."""
 
-    # --- online fine-tuning -----------------------------------------------------------------
+    # --- online fine-tuning
     online_steps: int = 0
     """Env steps of online fine-tuning after offline training (0: off). dt imitates its own rollouts
     (hindsight return-to-go); dapo-dt uses the clipped-ratio objective against the collecting model."""
@@ -111,7 +115,7 @@ class DTConfig:
     kl_target: float = 0.01
     """KL target of the adaptive clip: eps shrinks by 1.5x above 1.5*target, grows below target/1.5."""
 
-    # --- evaluation and outputs -------------------------------------------------------------
+    # --- runtime
     target_return: Optional[float] = None
     """Return-to-go the policy is conditioned on (default: the dataset's best episode return)."""
     eval_episodes: int = 8
@@ -120,29 +124,63 @@ class DTConfig:
     """Gradient steps between evaluations (the last step is always evaluated)."""
     eval_max_steps: int = 27_000
     """Agent steps after which an evaluation game is cut (EnvPool's default Atari limit)."""
-    checkpoint_every_s: float = 120.0
-    """Seconds between periodic checkpoints (one is always written at the end)."""
+    checkpoint_every_s: float = 60.0
+    """Seconds between checkpoints. One is also written after the first step and at the end."""
     progress: bool = True
-    """Show a live progress bar."""
+    """Show progress: a bar on a terminal, else a line every few s."""
+    progress_every_s: float = 10.0
+    """Seconds between progress lines when not on a terminal."""
 
 
-ALGO_PRESETS = {"dt": dict(advantage_weighting=False, advantage_modulation=False),
-                "dapo-dt": dict(advantage_weighting=True, advantage_modulation=True)}
+RECIPES = Path(__file__).parent / "recipes"
+DAPO_DT_ONLY = ("adv_temperature", "adv_max_weight", "ev_gated_weights", "adv_gamma", "value_coef",
+                "value_trains_encoder", "separate_value_encoder", "target_advantage", "clip_init", "kl_target")
+# Options given explicitly that the resolved config would ignore are refused (core.config.check_inactive).
+INACTIVE_WHEN = {
+    **{k: (lambda c: c.algo == "dt", "it is an option of dapo-dt") for k in DAPO_DT_ONLY},
+    **{k: (lambda c: c.online_steps == 0, "it needs --online-steps") for k in ("online_envs", "online_epochs")},
+    **{k: (lambda c: c.online_steps == 0, "it is an option of online fine-tuning (--online-steps)")
+       for k in ("clip_init", "kl_target")},
+    **{k: (lambda c: not c.advantage_weighting, "it needs --advantage-weighting")
+       for k in ("adv_temperature", "adv_max_weight", "ev_gated_weights")},
+    "target_advantage": (lambda c: not c.advantage_modulation, "it needs --advantage-modulation"),
+}
 
 
-def resolve(cfg: DTConfig) -> DTConfig:
-    """Fill ``None`` fields from the presets, then validate."""
-    if cfg.algo not in DT_ALGOS:
-        raise ConfigError(f"unknown --algo '{cfg.algo}' for Decision Transformers; choose one of: {', '.join(DT_ALGOS)}")
-    filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
+def resolve(explicit) -> DTConfig:
+    """The complete config for the options given (a dict of field -> value, or a DTConfig whose non-default fields
+    count as given): the algorithm's recipe, the user's ``--recipe`` files, then the options; validated."""
+    if isinstance(explicit, DTConfig):
+        default = DTConfig()
+        explicit = {f.name: getattr(explicit, f.name) for f in dataclasses.fields(DTConfig)
+                    if getattr(explicit, f.name) != getattr(default, f.name)}
+    explicit = {k: v for k, v in explicit.items() if v is not None}  # None: not given
+    user = tuple(explicit.get("recipe", ()))
+    user_values = [recipes.load(name, DTConfig, [RECIPES]) for name in user]
+    algo = explicit.get("algo") or next((v["algo"] for v in reversed(user_values) if "algo" in v), DTConfig.algo)
+    if algo not in DT_ALGOS:
+        raise ConfigError(f"unknown --algo '{algo}' for Decision Transformers; choose one of: {', '.join(DT_ALGOS)}")
+    values = recipes.merge([recipes.load(algo, DTConfig, [RECIPES]), *user_values,
+                            {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo, "recipe": user}])
+    cfg = DTConfig(**values)
     if cfg.context_len is None:
-        filled["context_len"] = 50 if "Pong" in cfg.env else 30
+        cfg.context_len = 50 if "Pong" in cfg.env else 30
     from core.networks import resolve_precision
 
-    filled["precision"] = resolve_precision(cfg.precision)
-    out = dataclasses.replace(cfg, **filled)
-    validate(out)
-    return out
+    cfg.precision = resolve_precision(cfg.precision)
+    validate(cfg)
+    check_inactive(cfg, explicit, INACTIVE_WHEN)
+    from core.envs import check_env_id
+
+    check_env_id(cfg.env)
+    return cfg
+
+
+def complete(cfg: DTConfig) -> DTConfig:
+    """A saved (resolved) config, validated as it stands (resume and eval)."""
+    cfg = dataclasses.replace(cfg, recipe=tuple(cfg.recipe))
+    validate(cfg)
+    return cfg
 
 
 def validate(c: DTConfig) -> None:
@@ -150,22 +188,37 @@ def validate(c: DTConfig) -> None:
         if not ok:
             raise ConfigError(msg)
 
+    check_shared_dt(c)
     require(c.dataset is not None, "--dataset NAME is required (make one with 'dapo dataset collect')")
-    require(c.algo in DT_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")
     require(c.precision in ("fp32", "bf16", "auto"), f"--precision must be fp32, bf16 or auto, got '{c.precision}'")
     require(c.algo == "dapo-dt" or not (c.advantage_weighting or c.advantage_modulation),
             "--advantage-weighting/--advantage-modulation need the value head of --algo dapo-dt")
-    for name in ("grad_steps", "batch_size", "n_layer", "n_head", "n_embd", "eval_episodes", "eval_every",
-                 "online_envs", "online_epochs", "torch_threads", "eval_max_steps"):
-        require(getattr(c, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(c, name)}")
-    require(c.context_len is None or c.context_len >= 1, f"--context-len must be >= 1, got {c.context_len}")
+    for name, top in (("grad_steps", 10**9), ("batch_size", 65_536), ("n_layer", 256), ("n_head", 256),
+                      ("n_embd", 65_536), ("eval_episodes", 100_000), ("eval_every", 10**9), ("online_envs", 4096),
+                      ("online_epochs", 10_000), ("torch_threads", 1024), ("eval_max_steps", 10**9)):
+        v = getattr(c, name)
+        require(1 <= v <= top, f"--{name.replace('_', '-')} must be in 1 .. {top}, got {v}")
+    require(c.context_len is None or 1 <= c.context_len <= 10_000, f"--context-len must be in 1 .. 10000, got {c.context_len}")
     require(c.n_embd % c.n_head == 0, f"--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}")
-    for name in ("lr", "adv_temperature", "adv_max_weight", "clip_init", "kl_target", "max_grad_norm"):
+    for name in ("lr", "adv_temperature", "adv_max_weight", "clip_init", "kl_target", "max_grad_norm",
+                 "checkpoint_every_s", "progress_every_s"):
         require(getattr(c, name) > 0, f"--{name.replace('_', '-')} must be positive, got {getattr(c, name)}")
     require(0 <= c.dropout < 1, f"--dropout must be in [0, 1), got {c.dropout}")
-    require(c.online_steps >= 0 and c.warmup_steps >= 0 and c.value_coef >= 0 and c.weight_decay >= 0,
+    require(0 <= c.online_steps <= 10**12 and c.warmup_steps >= 0 and c.value_coef >= 0 and c.weight_decay >= 0,
             "--online-steps, --warmup-steps, --value-coef and --weight-decay must be >= 0")
     require(0 < c.adv_gamma <= 1, f"--adv-gamma must be in (0, 1], got {c.adv_gamma}")
     require(not (c.separate_value_encoder and c.value_trains_encoder),
             "--value-trains-encoder shares the imitation CNN with V; it excludes --separate-value-encoder")
     require(c.dataset_steps is None or c.dataset_steps >= 1, f"--dataset-steps must be >= 1, got {c.dataset_steps}")
+
+
+def check_shared_dt(c: DTConfig) -> None:
+    """Seed, device, algorithm and finite numbers, as every family checks them."""
+    from core.config import MAX_SEED, check_device, check_finite
+
+    if c.algo not in DT_ALGOS:
+        raise ConfigError(f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")
+    if not (isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED):
+        raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
+    check_device(c.device)
+    check_finite(c)

@@ -1,4 +1,4 @@
-"""Offline Atari datasets made by the toolkit's own agents, stored as Minari datasets (SPEC 4).
+"""Offline Atari datasets made by the toolkit's own agents, stored as Minari datasets (docs/algorithms.md).
 
 Nothing is downloaded: ``collect`` plays whole games with a mixture of behaviour policies (PPO/DAPO
 checkpoints or snapshots of several qualities) plus epsilon noise and writes the episodes with
@@ -34,7 +34,7 @@ METADATA_KEY = "dapo_toolkit"
 def load_policy(path: Path, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> tuple[torch.nn.Module, str]:
     """The actor saved in a run directory (its checkpoint.pt) or in one of its snapshots/step_<N>.pt
     files; returns the actor in eval mode and a label for the dataset metadata."""
-    from core.cli_config import load_run_config
+    from core.runner import load_run_config
 
     path = Path(path)
     if path.is_dir():

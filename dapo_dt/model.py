@@ -1,4 +1,4 @@
-"""Decision Transformer for Atari (Chen et al. 2021) with DAPO's advantage conditioning (SPEC 4).
+"""Decision Transformer for Atari (Chen et al. 2021) with DAPO's advantage conditioning (docs/algorithms.md).
 
 Per step ``t`` the sequence holds three tokens ``(R_t, s_t, a_t)``: the return-to-go, the stacked
 frames and the action.  A GPT-2 backbone (``transformers.GPT2Model`` fed through ``inputs_embeds``)

@@ -1,4 +1,4 @@
-"""Online fine-tuning of a trained DT on its own fresh rollouts (SPEC 4, "dynamic clip range").
+"""Online fine-tuning of a trained DT on its own fresh rollouts (docs/algorithms.md, "dynamic clip range").
 
 Each iteration plays ``online_envs`` whole games with the current model (the data-collecting DT),
 then updates on K-step windows of those games:

@@ -1,54 +1,80 @@
-"""``dapo run --algo dt|dapo-dt --dataset NAME``: one Decision Transformer experiment end to end
-(train offline, optionally fine-tune online, evaluate, checkpoint, summary, curve)."""
+"""``dapo run --algo dt|dapo-dt --dataset NAME``: one Decision Transformer experiment end to end (train offline,
+optionally fine-tune online, evaluate, checkpoint, summary, curve), sharing :mod:`core.runner`'s prologue."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
-from core.checkpoint import load_checkpoint, write_json
-from core.config import RunInterrupted
-from core.envs import check_env_id
+from core.checkpoint import load_checkpoint, require, write_json
+from core.cli_config import load_run_config as read_run_config
+from core.config import ConfigError, RunInterrupted
+from core.evaluation import mean_std
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
 from core.runner import start_run, train_interruptibly
-from dapo_dt.config import DTConfig, resolve
+from dapo_dt.config import DTConfig, complete
 from dapo_dt.trainer import DTTrainer, human_normalised
+
+CHECKPOINT_KEYS = ("grad_step", "env_steps", "elapsed", "model", "optimizer", "scale", "target_return")
+
+
+def load_run_config(run_dir: Path) -> DTConfig:
+    return read_run_config(run_dir, DTConfig)
+
+
+def summary_line(s: dict) -> str:
+    return (f"{s['algo']} on {s['env']} ({s['dataset']}, {s['dataset_steps']} steps): {s['grad_steps']} gradient "
+            f"steps, {s['online_env_steps']} online env steps in {s['wall_time_s']:.0f}s; eval "
+            f"{s['eval_return_mean']:.1f} +- {s['eval_return_std']:.1f} (sample std; human-normalised "
+            f"{s['human_normalised']:.3f}); outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
-    cfg = resolve(cfg)
-    check_env_id(cfg.env)
-    cfg, run_dir, checkpoint = start_run(cfg, resume)
+    """Train (or continue) a resolved run; returns the summary."""
+    from dapo_dt.data import load as load_dataset
+
+    load_dataset(cfg.dataset)  # a missing or foreign dataset: one line before the run directory exists
+    cfg, run_dir, checkpoint, lock = start_run(cfg, resume, checkpoint_keys=CHECKPOINT_KEYS, step_key="grad_step")
+    try:
+        return _train_and_report(cfg, run_dir, checkpoint, resume)
+    finally:
+        lock.release()
+
+
+def _train_and_report(cfg: DTConfig, run_dir: Path, checkpoint, resume: bool) -> dict:
     trainer = DTTrainer(cfg, run_dir, checkpoint)
     logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False)
     total = cfg.grad_steps + (1 if cfg.online_steps else 0)
-    progress = Progress(total, trainer.grad_step, f"{cfg.algo} {cfg.env}", cfg.progress)
+    progress = Progress(total, trainer.grad_step, f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)
     train_interruptibly(trainer, logger, progress)
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}",
                         column="eval/return_mean", xlabel="gradient steps")
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     scores = trainer.last_eval or trainer.evaluate()
-    mean = sum(scores) / len(scores)
-    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    mean, std = mean_std(scores)
     summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,
                "dataset_steps": trainer.data.num_steps, "grad_steps": trainer.grad_step,
                "online_env_steps": trainer.env_steps, "wall_time_s": round(trainer.elapsed, 2),
                "target_return": trainer.target_return, "eval_return_mean": mean, "eval_return_std": std,
-               "eval_scores": scores, "human_normalised": human_normalised(cfg.env, mean), "run_dir": str(run_dir)}
+               "eval_std_convention": "sample std (ddof=1)", "eval_scores": scores,
+               "human_normalised": human_normalised(cfg.env, mean), "run_dir": str(run_dir)}
     write_json(Path(run_dir) / "summary.json", summary)
     return summary
+
+
+def load_trainer(run_dir: Path, device: str = "cpu") -> DTTrainer:
+    """The trained model of ``run_dir`` in a trainer that can play whole games (no dataset needed)."""
+    cfg = dataclasses.replace(complete(load_run_config(Path(run_dir))), device=device)
+    path = Path(run_dir) / "checkpoint.pt"
+    state = load_checkpoint(path)
+    require(state, CHECKPOINT_KEYS, path)
+    return DTTrainer(cfg, Path(run_dir), state, load_data=False)
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu", deterministic=None) -> list[float]:
     """``dapo eval RUN_DIR`` for dt/dapo-dt runs: whole games with the saved model, return scale and target
     return (no dataset needed).  Actions are sampled from the model's softmax, as in training."""
-    from core.cli_config import load_run_config
-    from core.config import ConfigError
-
     if deterministic:
         raise ConfigError("Decision Transformers are evaluated by sampling their softmax; drop --no-stochastic")
-    cfg = dataclasses.replace(load_run_config(Path(run_dir), DTConfig), device=device)
-    trainer = DTTrainer(cfg, Path(run_dir), load_checkpoint(Path(run_dir) / "checkpoint.pt"), load_data=False)
-    return [ep.score for ep in trainer.play(episodes, seed)]
+    return [ep.score for ep in load_trainer(run_dir, device).play(episodes, seed)]

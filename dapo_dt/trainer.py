@@ -1,4 +1,4 @@
-"""Offline training of DT and DAPO-DT on a dataset, evaluation, and checkpoint state (SPEC 4).
+"""Offline training of DT and DAPO-DT on a dataset, evaluation, and checkpoint state (docs/algorithms.md).
 
 DT (Chen et al. 2021): cross-entropy of the dataset's actions given (R, s, a) contexts.
 DAPO-DT adds, on the same batches:
@@ -8,7 +8,7 @@ DAPO-DT adds, on the same batches:
 - advantages ``A_t = G_t - V(s_t)`` (``V`` detached), normalised over the batch's real tokens, with ``G_t``
   the return-to-go or, with ``--adv-gamma`` below 1, the discounted return;
 - per-token weights ``clip(exp(A_t / T), max)`` on the action loss (core.losses), so actions that did
-  better than expected are imitated more and worse ones less (never ``|A|``, SPEC 4); optionally
+  better than expected are imitated more and worse ones less (never ``|A|``, docs/algorithms.md); optionally
   ``exp(trust * A_t / T)`` with ``trust = clip(EV, 0, 1)`` the value head's explained variance, so that
   an untrained critic's noise does not reweight the imitation (``--ev-gated-weights``);
 - the advantage FiLM after every attention sub-layer, fed ``A_t`` in training and a constant target
@@ -48,7 +48,7 @@ def critic_trust(v: Tensor, target: Tensor, mask: Tensor) -> Tensor:
     """``clip(EV, 0, 1)`` of predictions ``v`` against ``target`` over the real tokens, all ``(B, K)``.
 
     0 when the critic explains nothing (or the targets are constant), 1 when it explains them fully: the
-    same trust-the-critic-by-its-EV rule as GRPO's GAE lambda (SPEC 2.2), here scaling advantages."""
+    same trust-the-critic-by-its-EV rule as GRPO's GAE lambda (docs/algorithms.md), here scaling advantages."""
     ev = explained_variance(v.detach()[mask], target[mask])
     return torch.nan_to_num(ev, nan=0.0).clamp(0.0, 1.0)
 

@@ -11,6 +11,7 @@ from typing import Iterator, NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from core.checkpoint import LEGACY_RECORDS
 from core.sampler import DynamicSampler
 
 
@@ -51,3 +52,6 @@ class AgentSampler(DynamicSampler):
         shares = self.draws.double() / max(int(self.draws.sum()), 1)
         self.draws.zero_()
         return shares
+
+
+LEGACY_RECORDS.append(MATransitions)  # version-1 checkpoints pickled the sampler's window as this named tuple

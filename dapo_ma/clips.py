@@ -1,4 +1,4 @@
-"""Per-agent clip ranges ``eps_pi[i]`` and ``eps_V[i]`` (SPEC 3), gathered per sample by agent id.
+"""Per-agent clip ranges ``eps_pi[i]`` and ``eps_V[i]`` (docs/algorithms.md), gathered per sample by agent id.
 
 For agent ``i`` at training progress ``p`` in ``[0, 1]``::
 

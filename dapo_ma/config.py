@@ -1,18 +1,19 @@
-"""Multi-agent training configuration: one dataclass for IPPO, MAPPO, DAPO-MA and MADDPG (SPEC 3).
+"""Multi-agent training configuration: one dataclass for IPPO, MAPPO, DAPO-MA and MADDPG (docs/algorithms.md).
 
 Like :mod:`core.config`, an algorithm is a config: fields left at ``None`` are filled by
 :func:`resolve` from ``ALGO_PRESETS``.  Every field's docstring becomes its ``--help`` text.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import re
-from dataclasses import dataclass
-from typing import Literal, Optional, Union
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
 
-from core.config import ConfigError, check_minibatches, check_numbers, check_shared
+from core import recipes
+from core.cli_config import parse_kwargs_text
+from core.config import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
 ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
@@ -22,20 +23,22 @@ ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
 class MAConfig:
     """Train IPPO, MAPPO, DAPO-MA or MADDPG on a PettingZoo parallel environment."""
 
-    # --- experiment -------------------------------------------------------------------------
+    # --- experiment
     env: str = "simple_spread_v3"
-    """PettingZoo parallel env: an mpe2 task name (simple_spread_v3, simple_reference_v3, ...) or an
-    importable module path with parallel_env() (e.g. pettingzoo.butterfly.pistonball_v6)."""
-    env_kwargs: str = ""
-    """Env constructor arguments as space-separated key=value pairs, e.g. 'N=3 max_cycles=25
-    continuous_actions=True' (int, float, bool and string literals)."""
+    """PettingZoo parallel env: an mpe2 task, a module with parallel_env(), or 'module:make_env'. E.g.
+    simple_spread_v3, pettingzoo.butterfly.pistonball_v6, or a function returning a ParallelEnv."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env constructor arguments, e.g. 'N=3 max_cycles=25 continuous_actions=True'. Values are Python literals, else
+    strings."""
     algo: str = "dapo-ma"
     """Algorithm: ippo (local critics) | mappo (centralised critic, one shared clip) | dapo-ma
     (centralised critic, per-agent eps_pi/eps_V, shared dynamic-sampling buffer) | maddpg (off-policy CTDE)."""
     total_steps: int = 200_000
     """Total environment steps: joint steps of one env copy (all agents act once), summed over copies."""
     seed: int = 1
-    """Random seed (torch, numpy, environments, sampler)."""
+    """Seed of torch, NumPy, the envs and the sampler (0 .. 2**32-1)."""
+    recipe: tuple[str, ...] = ()
+    """Recipes applied on top of the algorithm's, in order. Names of shipped recipes or YAML paths."""
     device: str = "auto"
     """auto | cpu | cuda (auto picks CUDA when available)."""
     run_dir: Optional[str] = None
@@ -43,7 +46,7 @@ class MAConfig:
     torch_threads: int = 1
     """CPU threads for torch; small MLPs run fastest single-threaded."""
 
-    # --- rollout ----------------------------------------------------------------------------
+    # --- rollout
     num_envs: Optional[int] = None
     """Env copies stepped in a batch (preset: 16 on-policy, 8 maddpg)."""
     num_steps: int = 25
@@ -56,7 +59,7 @@ class MAConfig:
     """Scale rewards by the running std of each agent's discounted return (on-policy algorithms), so
     that the value clip ranges act on O(1) values."""
 
-    # --- networks and optimisation ----------------------------------------------------------
+    # --- optimisation
     parameter_sharing: bool = True
     """One actor and one critic for all agents, with a one-hot agent-id input; off: one network per agent."""
     centralised_critic: Optional[bool] = None
@@ -84,7 +87,7 @@ class MAConfig:
     vf_coef: float = 0.5
     """Value-loss coefficient c_V (the policy-value balance lam for dapo-ma)."""
 
-    # --- clipping ---------------------------------------------------------------------------
+    # --- clipping
     clip_eps: float = 0.2
     """Policy clip eps; the initial eps_pi[i] of every agent for dapo-ma."""
     clip_eps_high: Optional[float] = None
@@ -100,7 +103,7 @@ class MAConfig:
     eps_v_schedule: Literal["linear", "constant"] = "linear"
     """How eps_V moves from eps_v_start to eps_v_end."""
 
-    # --- dynamic sampling over the shared buffer --------------------------------------------
+    # --- sampler
     dynamic_sampling: Optional[bool] = None
     """Draw minibatches with p = softmax(|A|/max|A| / T) over all agents' transitions (preset: dapo-ma only)."""
     window: Optional[int] = None
@@ -121,7 +124,7 @@ class MAConfig:
     importance_correction: bool = False
     """Weight sampled losses by 1/(N p_i) so the expected gradient equals uniform sampling's."""
 
-    # --- health monitors, one set per agent --------------------------------------------------
+    # --- health
     health_monitors: Optional[bool] = None
     """Per-agent policy-collapse and value-divergence monitors with remedies (preset: dapo-ma only)."""
     collapse_window: int = 100
@@ -135,7 +138,7 @@ class MAConfig:
     divergence_factor: float = 10.0
     """Divergence also needs the value error to exceed this multiple of its window minimum."""
 
-    # --- MADDPG -----------------------------------------------------------------------------
+    # --- maddpg
     buffer_size: int = 200_000
     """MADDPG replay capacity in joint transitions."""
     batch_size: int = 1024
@@ -151,75 +154,81 @@ class MAConfig:
     exploration_noise: float = 0.1
     """MADDPG Gaussian action noise (fraction of the action range) for continuous actions."""
 
-    # --- outputs ----------------------------------------------------------------------------
+    # --- runtime
     eval_episodes: int = 10
     """Evaluation episodes at the end of training (deterministic policy)."""
-    checkpoint_every_s: float = 120.0
-    """Seconds between periodic checkpoints (one is always written at the end and on Ctrl-C)."""
+    checkpoint_every_s: float = 60.0
+    """Seconds between checkpoints. One is also written after the first update, at the end and on Ctrl-C."""
     progress: bool = True
-    """Show a live progress bar."""
+    """Show progress: a bar on a terminal, else a line every few s."""
+    progress_every_s: float = 10.0
+    """Seconds between progress lines when not on a terminal."""
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
 
 
-ALGO_PRESETS = {
-    "ippo": dict(num_envs=16, centralised_critic=False, separate_optimizers=False, per_agent_clips=False,
-                 dynamic_sampling=False, health_monitors=False),
-    "mappo": dict(num_envs=16, centralised_critic=True, separate_optimizers=False, per_agent_clips=False,
-                  dynamic_sampling=False, health_monitors=False),
-    "dapo-ma": dict(num_envs=16, centralised_critic=True, separate_optimizers=True, per_agent_clips=True,
-                    dynamic_sampling=True, health_monitors=True),
-    "maddpg": dict(num_envs=8, centralised_critic=True, separate_optimizers=True, per_agent_clips=False,
-                   dynamic_sampling=False, health_monitors=False),
+RECIPES = Path(__file__).parent / "recipes"  # one per algorithm, plus any shipped variants
+MADDPG_ONLY = ("buffer_size", "batch_size", "tau", "learning_starts", "train_every", "gumbel_temperature",
+               "exploration_noise")
+ON_POLICY_ONLY = ("gae_lambda", "norm_reward", "num_epochs", "num_minibatches", "anneal_lr",
+                  "separate_optimizers", "norm_adv", "ent_coef", "vf_coef", "clip_eps", "clip_eps_high", "clip_value",
+                  "per_agent_clips", "eps_v_start", "eps_v_end", "eps_v_schedule", "dynamic_sampling", "window",
+                  "temperature_mode", "temperature_init", "temperature_decay", "temperature_min", "ess_target",
+                  "temperature_lr", "importance_correction", "health_monitors", "collapse_window", "collapse_drop",
+                  "collapse_min_gain", "divergence_window", "divergence_factor")
+# Options given explicitly that the resolved algorithm would ignore are refused (core.config.check_inactive).
+INACTIVE_WHEN = {
+    **{k: (lambda c: c.algo in ON_POLICY_ALGOS, "it is an option of maddpg") for k in MADDPG_ONLY},
+    **{k: (lambda c: c.algo == "maddpg", "maddpg is off-policy: it has no clipped surrogate, sampler or monitors")
+       for k in ON_POLICY_ONLY},
+    "centralised_critic": (lambda c: c.algo == "maddpg", "maddpg's critic is always centralised"),
+    "critic_lr": (lambda c: c.algo != "maddpg" and not c.separate_optimizers, "it needs separate optimisers"),
+    **{k: (lambda c: c.algo == "maddpg" or not c.dynamic_sampling, "it needs --dynamic-sampling")
+       for k in ("window", "temperature_mode", "temperature_init", "importance_correction")},
+    **{k: (lambda c: c.algo == "maddpg" or not c.health_monitors, "it needs --health-monitors")
+       for k in ("collapse_window", "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")},
 }
 
-KwargValue = Union[int, float, bool, str]
-_KWARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.+)$")
+
+def parse_env_kwargs(value) -> dict[str, Any]:
+    """Env kwargs as a dict, from ``"N=3 max_cycles=25"`` text (older run directories) or a dict."""
+    return dict(value) if isinstance(value, dict) else parse_kwargs_text(value)
 
 
-def parse_env_kwargs(text: str) -> dict[str, KwargValue]:
-    """``"N=3 max_cycles=25 continuous_actions=True"`` -> ``{"N": 3, "max_cycles": 25, ...}``.
-
-    Values are Python literals (int, float, bool; ``true``/``false`` accepted too); anything else is
-    kept as a string.  Raises :class:`ConfigError` on a token that is not ``key=value``."""
-    out: dict[str, KwargValue] = {}
-    for token in text.replace(",", " ").split():
-        m = _KWARG.match(token)
-        if m is None:
-            raise ConfigError(f"--env-kwargs token '{token}' is not key=value; write e.g. --env-kwargs 'N=3 max_cycles=25'")
-        key, raw = m.groups()
-        if key in out:
-            raise ConfigError(f"--env-kwargs sets '{key}' twice; give each key once")
-        out[key] = _literal(raw)
-    return out
-
-
-def _literal(raw: str) -> KwargValue:
-    lowered = {"true": True, "false": False}.get(raw.lower())
-    if lowered is not None:
-        return lowered
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        return raw
-    return value if isinstance(value, (int, float, bool, str)) else raw
-
-
-def resolve(cfg: MAConfig) -> MAConfig:
-    """Check the algorithm and env, fill ``None`` fields from the algorithm preset, then validate."""
+def resolve(explicit) -> MAConfig:
+    """The complete config for the options given (a dict of field -> value, or an MAConfig whose non-default fields
+    count as given): the algorithm's recipe, then the user's ``--recipe`` files, then the options; validated."""
     from dapo_ma.envs import check_env_name, env_spec
 
-    if cfg.algo not in MA_ALGOS:
-        close = difflib.get_close_matches(cfg.algo, MA_ALGOS, n=1)
+    if isinstance(explicit, MAConfig):  # older callers: a config object
+        default = MAConfig()
+        explicit = {f.name: getattr(explicit, f.name) for f in dataclasses.fields(MAConfig)
+                    if getattr(explicit, f.name) != getattr(default, f.name)}
+    explicit = {k: v for k, v in explicit.items() if v is not None}  # None: not given
+    user = tuple(explicit.get("recipe", ()))
+    user_values = [recipes.load(name, MAConfig, [RECIPES]) for name in user]
+    algo = explicit.get("algo") or next((v["algo"] for v in reversed(user_values) if "algo" in v), MAConfig.algo)
+    if algo not in MA_ALGOS:
+        close = difflib.get_close_matches(algo, MA_ALGOS, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"unknown --algo '{cfg.algo}'; choose one of: {', '.join(MA_ALGOS)}{hint}")
-    check_env_name(cfg.env)
-    parse_env_kwargs(cfg.env_kwargs)
-    filled = {k: v for k, v in ALGO_PRESETS[cfg.algo].items() if getattr(cfg, k) is None}
-    out = dataclasses.replace(cfg, **filled, hidden_sizes=tuple(cfg.hidden_sizes))  # argparse gives a list
+        raise ConfigError(f"unknown --algo '{algo}'; choose one of: {', '.join(MA_ALGOS)}{hint}")
+    values = recipes.merge([recipes.load(algo, MAConfig, [RECIPES]), *user_values,
+                            {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo, "recipe": user}])
+    out = MAConfig(**values)
+    out.hidden_sizes, out.env_kwargs = tuple(out.hidden_sizes), parse_env_kwargs(out.env_kwargs)
+    check_env_name(out.env)
     validate(out)
-    validate_for_env(out, env_spec(out.env, parse_env_kwargs(out.env_kwargs)).n_agents)
+    check_inactive(out, explicit, INACTIVE_WHEN)
+    validate_for_env(out, env_spec(out.env, out.env_kwargs).n_agents)
     return out
+
+
+def complete(cfg: MAConfig) -> MAConfig:
+    """A saved (resolved) config, validated as it stands (resume and eval)."""
+    cfg = dataclasses.replace(cfg, hidden_sizes=tuple(cfg.hidden_sizes), env_kwargs=parse_env_kwargs(cfg.env_kwargs),
+                              recipe=tuple(cfg.recipe))
+    validate(cfg)
+    return cfg
 
 
 def validate_for_env(c: MAConfig, n_agents: int) -> None:
@@ -237,6 +246,8 @@ def validate(c: MAConfig) -> None:
                                    "window"),
                   positive=("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end", "lr", "critic_lr",
                             "temperature_init", "temperature_min", "temperature_lr", "max_grad_norm",
-                            "gumbel_temperature"),
+                            "gumbel_temperature", "progress_every_s"),
                   non_negative=("learning_starts", "collapse_min_gain", "exploration_noise"),
-                  below_one=("clip_eps",), unit_interval=("gamma", "gae_lambda", "ess_target", "collapse_drop", "tau"))
+                  below_one=("clip_eps",), unit_interval=("gamma", "gae_lambda", "ess_target", "collapse_drop", "tau"),
+                  at_most={"num_envs": 4096, "num_steps": 100_000, "buffer_size": 100_000_000, "batch_size": 10_000_000,
+                           "num_epochs": 10_000, "torch_threads": 1024, "window": 100_000_000})

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import pickle
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +16,7 @@ from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from core.config import ConfigError
+from core.state import capture, restore_mapping
 
 
 def mpe_env_names() -> dict[str, str]:
@@ -26,28 +26,58 @@ def mpe_env_names() -> dict[str, str]:
     return {key.split("/")[-1]: module.__name__ for key, module in mpe_environments.items()}
 
 
-def _module_path(name: str) -> str:
-    names = mpe_env_names()
-    return names.get(name, name)
+_LOCAL: dict[str, Callable[..., Any]] = {}  # env factories given as Python callables that cannot be imported by name
 
 
-def check_env_name(name: str) -> None:
-    """Accept an mpe2 task name or an importable module with ``parallel_env``; else a ConfigError
-    naming the closest mpe2 tasks."""
-    path = _module_path(name)
-    if path != name or _importable_parallel_env(name):
-        return
+def claims_env(name: str) -> bool:
+    """True for env strings only this family understands (mpe2 task names)."""
+    return name in mpe_env_names() or name.startswith("simple_")
+
+
+def env_reference(factory: Callable[..., Any]) -> str:
+    """The ``--env`` string for a Python callable returning a ParallelEnv: ``module:qualname`` when that imports back
+    to the same object, else a process-local name (the run cannot be reopened from another process then)."""
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module and module != "__main__" and "<" not in qualname:
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            if obj is factory:
+                return f"{module}:{qualname}"
+        except Exception:
+            pass
+    name = f"dapo-local/{qualname or 'env'}-{id(factory):x}"
+    _LOCAL[name] = factory
+    return name
+
+
+def env_factory(name: str) -> Callable[..., Any]:
+    """The callable that builds env ``name``: an mpe2 task's or a module's ``parallel_env``, or ``module:factory``."""
+    if name in _LOCAL:
+        return _LOCAL[name]
+    if name.startswith("dapo-local/"):
+        raise ConfigError(f"env {name} was a Python callable that cannot be imported by name; pass it again, e.g. "
+                          "dapo_ma.load(run_dir, env=make_env)")
+    module_name, _, attr = name.partition(":")
+    module_name = mpe_env_names().get(module_name, module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        module = None
+    factory = getattr(module, attr or "parallel_env", None) if module is not None else None
+    if callable(factory):
+        return factory
     close = difflib.get_close_matches(name, list(mpe_env_names()), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else \
-        f"; choose an mpe2 task ({', '.join(sorted(mpe_env_names()))}) or a module path with parallel_env()"
+        f"; choose an mpe2 task ({', '.join(sorted(mpe_env_names()))}), a module with parallel_env() or 'module:make_env'"
     raise ConfigError(f"unknown --env '{name}'{hint}")
 
 
-def _importable_parallel_env(path: str) -> bool:
-    try:
-        return hasattr(importlib.import_module(path), "parallel_env")
-    except ImportError:
-        return False
+def check_env_name(name: str) -> None:
+    """Accept an mpe2 task name, a module with ``parallel_env``, or ``module:factory``; else a ConfigError naming the
+    closest mpe2 tasks."""
+    env_factory(name)
 
 
 class PadObservations(BaseParallelWrapper):
@@ -86,11 +116,13 @@ class PadObservations(BaseParallelWrapper):
 
 def make_parallel_env(name: str, kwargs: dict[str, Any]) -> PadObservations:
     """Build one padded env copy; constructor problems become one-line ConfigErrors."""
-    check_env_name(name)
+    factory = env_factory(name)
     try:
-        env = importlib.import_module(_module_path(name)).parallel_env(**kwargs)
+        env = factory(**kwargs)
     except Exception as e:
         raise ConfigError(f"cannot create env '{name}' with --env-kwargs {kwargs}: {type(e).__name__}: {e}") from e
+    if not isinstance(env, ParallelEnv):
+        raise ConfigError(f"--env {name} did not return a PettingZoo ParallelEnv (got {type(env).__name__})")
     return PadObservations(env)
 
 
@@ -226,28 +258,20 @@ class BatchedParallelEnv:
             x = nxt if isinstance(nxt, (AECEnv, ParallelEnv)) else None
         return out
 
-    @staticmethod
-    def _picklable(v: Any) -> bool:
-        try:
-            pickle.dumps(v)
-            return True
-        except Exception:
-            return False
-
     def state_dict(self) -> dict:
-        """Mid-episode state of every copy.  EzPickle'd envs pickle only their constructor arguments,
-        so each wrapper layer's picklable attributes (world, RNG, step counters) are saved instead;
-        unpicklable ones (render surfaces) stay as freshly built."""
-        snaps = [pickle.dumps([{k: v for k, v in layer.__dict__.items()
-                                if not isinstance(v, (AECEnv, ParallelEnv)) and self._picklable(v)}
-                               for layer in self._layers(env)]) for env in self.envs]
+        """Mid-episode state of every copy as plain data (:mod:`core.state`): each wrapper layer's attributes (the
+        world, RNGs, step counters), restored into freshly built copies on resume; nothing is pickled."""
+        snaps = [[capture({k: v for k, v in layer.__dict__.items() if not isinstance(v, (AECEnv, ParallelEnv))})
+                  for layer in self._layers(env)] for env in self.envs]
         return {"envs": snaps, "obs": self.obs.copy(), "ep_return": self.ep_return.copy(),
                 "ep_length": self.ep_length.copy()}
 
     def load_state_dict(self, s: dict) -> None:
+        if s.get("envs") is None:  # a version-1 checkpoint: its pickled envs are never unpickled; keep fresh ones
+            return
         if len(s["envs"]) != self.num_envs:
             raise ConfigError(f"checkpoint holds {len(s['envs'])} envs but the run uses {self.num_envs}")
-        for env, blob in zip(self.envs, s["envs"]):
-            for layer, attrs in zip(self._layers(env), pickle.loads(blob)):
-                layer.__dict__.update(attrs)
+        for env, layers in zip(self.envs, s["envs"]):
+            for layer, snap in zip(self._layers(env), layers):
+                restore_mapping(layer.__dict__, snap)
         self.obs, self.ep_return, self.ep_length = s["obs"].copy(), s["ep_return"].copy(), s["ep_length"].copy()

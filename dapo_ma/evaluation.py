@@ -7,10 +7,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from core.checkpoint import load_checkpoint
-from core.trainer import pick_device
-from dapo_ma.config import MAConfig, parse_env_kwargs, resolve
-from dapo_ma.envs import BatchedParallelEnv, env_spec
+from dapo_ma.config import MAConfig, parse_env_kwargs
+from dapo_ma.envs import BatchedParallelEnv
 
 
 @torch.no_grad()
@@ -32,11 +30,7 @@ def evaluate(cfg: MAConfig, actor: torch.nn.Module, episodes: int, seed: int, de
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
                  deterministic: Optional[bool] = None) -> list[float]:
     """Load ``run_dir``'s config and checkpoint and evaluate its actor."""
-    from dapo_ma.runner import ALGORITHMS, load_run_config
+    from dapo_ma.api import load
 
-    cfg: MAConfig = resolve(load_run_config(Path(run_dir)))
-    state = load_checkpoint(Path(run_dir) / "checkpoint.pt")
-    dev = pick_device(device)
-    actor = ALGORITHMS[cfg.algo][1](cfg, env_spec(cfg.env, parse_env_kwargs(cfg.env_kwargs))).to(dev)
-    actor.load_state_dict(state["actor"])
-    return evaluate(cfg, actor, episodes, seed, dev, deterministic is not False)
+    agent = load(run_dir, device)
+    return evaluate(agent.config, agent.actor, episodes, seed, agent.device, deterministic is not False)

@@ -1,4 +1,4 @@
-"""Per-agent training-health monitors (SPEC 2.4 applied per agent, SPEC 3).
+"""Per-agent training-health monitors (docs/algorithms.md: the health monitors, per agent).
 
 Agent ``i`` has its own :class:`core.health.PolicyCollapseMonitor` on its episode returns and its own
 :class:`core.health.ValueDivergenceMonitor` on its value error ``mean_t (R_t - V_old(s_t))^2`` over

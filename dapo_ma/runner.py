@@ -1,30 +1,35 @@
 """``dapo run --algo {ippo,mappo,dapo-ma,maddpg}``: one multi-agent experiment end to end.
 
-Mirrors :mod:`core.runner`: resolve and validate the config, refuse to overwrite a finished run,
-write config.yaml, train with progress/CSV/TensorBoard, checkpoint (also on Ctrl-C), evaluate,
-write summary.json and learning_curve.png.
+Mirrors :mod:`core.runner` and shares its prologue (run-directory checks, the one-writer lock, the checkpoint when
+resuming, config.yaml): train with progress, CSV and TensorBoard, checkpoint (also on Ctrl-C), evaluate, write
+summary.json and learning_curve.png.  The summary's ``final_return_mean`` is the curve's last smoothed point: the mean
+over the last 10 updates of the per-update mean episode return (per-agent return averaged over agents).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from core.checkpoint import write_json
-from core.cli_config import load_run_config as core_load_run_config
+from core.cli_config import load_run_config as read_run_config
 from core.config import RunInterrupted
 from core.evaluation import mean_std
-from core.logging import MetricLogger, Progress
+from core.logging import MetricLogger, Progress, read_metrics
+from core.loop import rounded_budget
 from core.plotting import plot_learning_curve
-from core.runner import start_run, train_interruptibly
-from dapo_ma.config import MAConfig, resolve
+from core.runner import budget_line, start_run, train_interruptibly
+from dapo_ma import maddpg, ppo
+from dapo_ma.config import MAConfig
 from dapo_ma.evaluation import evaluate
 from dapo_ma.loop import MATrainerBase
-from dapo_ma import maddpg, ppo
 
-# algorithm -> (trainer class, actor builder); the on-policy three differ only by their presets
+# algorithm -> (trainer class, actor builder); the on-policy three differ only by their recipes
 ALGORITHMS = {"ippo": (ppo.OnPolicyMATrainer, ppo.build_actor), "mappo": (ppo.OnPolicyMATrainer, ppo.build_actor),
               "dapo-ma": (ppo.OnPolicyMATrainer, ppo.build_actor),
               "maddpg": (maddpg.MADDPGTrainer, maddpg.build_actor)}
+FINAL_UPDATES = 10  # final return: mean of the last this many updates' mean episode return (the curve's smoothing)
 
 
 def make_trainer(cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None) -> MATrainerBase:
@@ -32,24 +37,45 @@ def make_trainer(cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None
 
 
 def load_run_config(run_dir: Path) -> MAConfig:
-    """The resolved config saved in ``run_dir/config.yaml``."""
-    return core_load_run_config(run_dir, MAConfig)
+    """The resolved config saved in ``run_dir/config.yaml`` (env kwargs of older runs were a string)."""
+    return read_run_config(run_dir, MAConfig)
+
+
+def final_return(metrics_csv: Path, updates: int = FINAL_UPDATES) -> float:
+    """Mean of the last ``updates`` per-update mean episode returns in ``metrics.csv`` (NaN rows skipped)."""
+    ret = np.array(read_metrics(metrics_csv).get("rollout/ep_return_mean", []), dtype=float)
+    ret = ret[~np.isnan(ret)]
+    return float(ret[-updates:].mean()) if len(ret) else float("nan")
+
+
+def summary_line(s: dict) -> str:
+    return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
+            f"final_return_mean {s['final_return_mean']:.2f} (per agent); eval {s['eval_return_mean']:.2f} "
+            f"+- {s['eval_return_std']:.2f} (sample std); health events {s['health_events']}; outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
-    """Train (or continue) a run and write config.yaml, metrics.csv, tb/, checkpoint.pt,
-    summary.json and learning_curve.png into its directory.  Returns the summary."""
-    cfg, run_dir, checkpoint = start_run(resolve(cfg), resume)
-    trainer = make_trainer(cfg, run_dir, checkpoint)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
-    progress = Progress(cfg.total_steps, trainer.global_step, f"{cfg.algo} {cfg.env}", cfg.progress)
+    """Train (or continue) a resolved run and write config.yaml, metrics.csv, tb/, checkpoint.pt, summary.json and
+    learning_curve.png into its directory.  Returns the summary."""
+    cfg, run_dir, checkpoint, lock = start_run(cfg, resume)
+    try:
+        return _train_and_report(cfg, run_dir, checkpoint, resume)
+    finally:
+        lock.release()
 
+
+def _train_and_report(cfg: MAConfig, run_dir: Path, checkpoint, resume: bool) -> dict:
+    trainer = make_trainer(cfg, run_dir, checkpoint)
+    print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
+    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
+                        f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)
     try:
         train_interruptibly(trainer, logger, progress)
     finally:
         trainer.envs.close()
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
-                        f"{cfg.algo.upper()} on {cfg.env} (per-agent mean return)")
+                        f"{cfg.algo.upper()} on {cfg.env} (per-agent mean return)", events=trainer.health_events)
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     eval_returns = (evaluate(cfg, trainer.actor, cfg.eval_episodes, cfg.seed + 10_000, trainer.device)
@@ -59,8 +85,10 @@ def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
         "env": cfg.env, "env_kwargs": cfg.env_kwargs, "algo": cfg.algo, "seed": cfg.seed,
         "total_steps": trainer.global_step, "wall_time_s": round(trainer.elapsed, 2),
         "sps": round(trainer.global_step / max(trainer.elapsed, 1e-9), 1),
-        "final_return_mean": trainer.recent_return(), "eval_return_mean": eval_mean, "eval_return_std": eval_std,
-        "eval_episodes": cfg.eval_episodes, "return_convention": "per-agent episode return averaged over agents",
+        "final_return_mean": final_return(run_dir / "metrics.csv"), "eval_return_mean": eval_mean,
+        "eval_return_std": eval_std, "eval_std_convention": "sample std (ddof=1)", "eval_episodes": cfg.eval_episodes,
+        "return_convention": "per-agent episode return averaged over agents; final_return_mean = mean of the last "
+                             f"{FINAL_UPDATES} updates' mean episode return (the curve's last smoothed point)",
         "health_events": dict(trainer.health_counts), "health_event_log": trainer.health_events,
         "device": str(trainer.device), "run_dir": str(run_dir),
     }

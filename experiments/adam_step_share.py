@@ -50,7 +50,9 @@ def adam_step_share(exp_avg: list[torch.Tensor], exp_avg_sq: list[torch.Tensor],
 
 def checkpoint_shares(path: Path) -> dict[str, float]:
     """``{"actor": share, "critic": share}`` from a run's checkpoint.pt (the trainer's two param groups)."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    from core.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(path)
     opt, shares = ckpt["optimizer"], {}
     for name, group in zip(GROUPS, opt["param_groups"]):
         states = [opt["state"][i] for i in group["params"] if i in opt["state"]]
@@ -66,7 +68,7 @@ def checkpoint_shares(path: Path) -> dict[str, float]:
 
 def gradient_clip(run_dir: Path) -> str:
     """"joint" or "per network", from the run's config (``load_run_config`` fills it in for runs older than the flag)."""
-    from core.cli_config import load_run_config
+    from core.runner import load_run_config
 
     return "joint" if load_run_config(run_dir).joint_grad_clip else "per network"
 

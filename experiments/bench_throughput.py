@@ -40,21 +40,18 @@ def _peak_rss_mb() -> float:
 def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int, overlap: bool = False,
               compile: bool = False, numpy_acting: bool = True, backend: str = "sync",
               numpy_update: bool = True) -> dict:
-    from core.config import TrainConfig
     from core.logging import MetricLogger, read_metrics
     from core.runner import resolve_for_env
     from core.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = resolve_for_env(TrainConfig(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
-                                          num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap,
-                                          backend=backend, compile=compile, numpy_acting=numpy_acting,
-                                          numpy_update=numpy_update, progress=False,
-                                          # DAPO with its minibatch draws, as the committed rows measured it (on
-                                          # MuJoCo its default is uniform minibatches since 3f1c8c6; the draws
-                                          # are the costlier case)
-                                          dynamic_sampling=True if algo == "dapo" else None,
-                                          tensorboard=False, eval_episodes=0, run_dir=run_dir))
+        options = dict(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
+                       num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap, backend=backend,
+                       compile=compile, numpy_acting=numpy_acting, numpy_update=numpy_update, progress=False,
+                       tensorboard=False, eval_episodes=0, run_dir=run_dir)
+        if algo == "dapo":  # with its minibatch draws, as the committed rows measured it (the costlier case; on
+            options["dynamic_sampling"] = True  # MuJoCo its default is uniform minibatches since 3f1c8c6)
+        cfg = resolve_for_env(options)
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))
         init = time.perf_counter() - t0  # envs, networks, collector worker, optimiser (see the report)

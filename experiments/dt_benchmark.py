@@ -33,7 +33,7 @@ from experiments.sweep import ROOT, run_cli
 VARIANTS = {
     "dt": ["--algo", "dt"],
     "dapo-dt": ["--algo", "dapo-dt"],
-    # ablations: DAPO-DT with one mechanism removed or restored (SPEC 4)
+    # ablations: DAPO-DT with one mechanism removed or restored (docs/algorithms.md)
     "dapo-dt-no-weighting": ["--algo", "dapo-dt", "--no-advantage-weighting"],  # FiLM and value head only
     "dapo-dt-no-modulation": ["--algo", "dapo-dt", "--no-advantage-modulation"],  # weighted loss only
     "dapo-dt-value-trains-encoder": ["--algo", "dapo-dt", "--value-trains-encoder"],  # the pre-fix value head

@@ -13,7 +13,6 @@ import argparse
 import tempfile
 
 from core.advantages import gae, next_state_values
-from core.config import TrainConfig
 from core.logging import MetricLogger
 from core.losses import explained_variance
 from core.runner import resolve_for_env
@@ -30,9 +29,8 @@ def main(argv=None) -> None:
                    help="lambdas of the returns the EV is measured against (default: 0.9 0.95 0.99 1.0)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = resolve_for_env(TrainConfig(env=args.env, algo="dapo", total_steps=args.steps + args.rollouts * 4096,
-                                          seed=args.seed, progress=False, tensorboard=False, eval_episodes=0,
-                                          run_dir=run_dir))
+        cfg = resolve_for_env(dict(env=args.env, algo="dapo", total_steps=args.steps + args.rollouts * 4096,
+                                   seed=args.seed, progress=False, tensorboard=False, eval_episodes=0, run_dir=run_dir))
         trainer = Trainer(cfg, run_dir)
         batch = cfg.num_envs * cfg.num_steps
         trainer.train(MetricLogger(run_dir, tensorboard=False), max_iterations=args.steps // batch)

@@ -20,7 +20,7 @@ from experiments.result_rows import check_budget, merge_rows, read_rows, write_r
 from experiments.stats import iqm, probability_of_improvement, stratified_bootstrap_ci
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
-                 "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (SPEC 6)
+                 "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (the source's claim)
 CLEANRL_PPO_1M = {"HalfCheetah": 2906, "Walker2d": 2891, "Humanoid": 742}  # CleanRL's published v4 numbers
 RUN_KEY = ("env", "variant", "seed")
 CURVE_POINTS = 101  # learning-curve grid committed in curves.csv (0 .. total steps)

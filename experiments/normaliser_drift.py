@@ -1,6 +1,6 @@
 """Does the observation normaliser's drift change a restored policy?  (issue #4, the collapse remedy)
 
-The collapse remedy (SPEC 2.4) restores the actor's best weights, but the running observation statistics
+The collapse remedy (docs/algorithms.md) restores the actor's best weights, but the running observation statistics
 kept moving after that snapshot.  For checkpoints of one run at an earlier step A (the "best" policy) and
 later steps B (the "collapse"), this script plays A's actor three ways on the same evaluation seeds:
 - ``as_trained``: with A's own statistics (the policy the snapshot was);

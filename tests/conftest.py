@@ -1,18 +1,14 @@
-import dataclasses
-
 import pytest
-
-from core.config import TrainConfig
 
 
 @pytest.fixture
 def small_config():
-    """A tiny, fast CartPole config factory (resolved presets, no progress/TensorBoard/eval)."""
+    """A tiny, fast CartPole config factory: options as given on the command line, resolved through the recipes
+    (no progress/TensorBoard/eval)."""
     from core.runner import resolve_for_env
 
-    def make(tmp_path, **overrides) -> TrainConfig:
-        base = TrainConfig(env="CartPole-v1", algo="dapo", total_steps=2048, num_envs=4, num_steps=64,
-                           num_epochs=2, num_minibatches=4, progress=False, tensorboard=False,
-                           eval_episodes=0, run_dir=str(tmp_path))
-        return resolve_for_env(dataclasses.replace(base, **overrides))
+    def make(tmp_path, **overrides):
+        base = dict(env="CartPole-v1", algo="dapo", total_steps=2048, num_envs=4, num_steps=64, num_epochs=2,
+                    num_minibatches=4, progress=False, tensorboard=False, eval_episodes=0, run_dir=str(tmp_path))
+        return resolve_for_env({**base, **overrides})
     return make

@@ -4,15 +4,14 @@ from pathlib import Path
 
 import torch
 
-from core.config import TrainConfig
 from core.logging import MetricLogger
 from core.runner import NullLogger, resolve_for_env
 from core.trainer import Trainer
 
 out = Path(sys.argv[1])
-cfg = resolve_for_env(TrainConfig(env=sys.argv[2], algo=sys.argv[3], total_steps=8 * 256, num_envs=4,
-                                  num_steps=32, num_minibatches=2, num_epochs=2, progress=False,
-                                  tensorboard=False, eval_episodes=0, run_dir=str(out)))
+cfg = resolve_for_env(dict(env=sys.argv[2], algo=sys.argv[3], total_steps=8 * 256, num_envs=4, num_steps=32,
+                           num_minibatches=2, num_epochs=2, progress=False, tensorboard=False, eval_episodes=0,
+                           run_dir=str(out)))
 trainer = Trainer(cfg, out)
 first_obs = trainer.rollouts.collector.raw_obs.copy()
 logger = MetricLogger(out, tensorboard=False) if trainer.dist.is_main else NullLogger()

@@ -1,6 +1,5 @@
 """Benchmark scripts run end to end on a tiny budget (slow marker) and resume instead of redoing work."""
 import csv
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -219,106 +218,6 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
     with pytest.raises(SystemExit, match="pass --env the run's env"):  # a checkpoint of another env
         normaliser_drift.main(["--early", str(tmp_path / "early.pt"), "--late", str(tmp_path / "checkpoint.pt"),
                                "--env", "CartPole-v1", "--out", str(out)])
-
-
-def _variant_config(flags):
-    from core.cli import build_parser, config_flags
-    from core.cli_config import build_config
-    from core.presets import resolve
-    args = build_parser().parse_args(["run", "--env", "Walker2d-v5", *flags])
-    return resolve(build_config(config_flags(args), None, None), "continuous")
-
-
-@pytest.mark.parametrize("suite", ["main", "ablation", "robustness", "overlap"])
-def test_mujoco_benchmark_variant_flags_are_valid(suite):
-    """Every variant's flags parse and resolve to a valid config, so a typo fails here, not hours into a sweep."""
-    from experiments.mujoco_benchmark import SUITES
-    for name, flags in SUITES[suite].items():
-        if flags is not None:  # None: sb3-ppo, not a `dapo run`
-            assert _variant_config(flags).algo in ("ppo", "grpo", "dapo"), name
-
-
-def test_mujoco_benchmark_dapo_versions_resolve_to_the_defaults_they_measured():
-    """The main table's dapo column is the dapo-brake-std-floor-hold0.5-rel ablation, its dapo-v7 column
-    dapo-confirm-kl0.05-brake, dapo-v6 dapo-collapse-confirm, dapo-v5 dapo-joint-grad-clip, dapo-v4
-    dapo-grpo-settings-logstd-1, dapo-v3 dapo-grpo-settings and dapo-v2 dapo-auto-lambda-epsV0.2: their flags must
-    resolve to exactly what plain --algo dapo resolves to now (v7: without the held action-noise floor; v6: that and
-    without the KL brake; v5: that and a collapse remedy on the first window showing the drop; v4: that and
-    per-network gradient clipping; v3: that and CleanRL's initial action std 1; v2: that and the draws on), and
-    dapo-v1 to the SPEC's lambda, eps_V schedule and draws."""
-    from experiments.mujoco_benchmark import ABLATION, MAIN
-    default = _variant_config(MAIN["dapo"])
-    assert (default.log_std_min, default.log_std_min_relative) == (-1.2, True)
-    assert (default.log_std_min_anneal, default.log_std_min_anneal_start) == (True, 0.5)
-    assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5-rel"]) == default
-    assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5-rel-no-health"]) == dataclasses.replace(
-        default, health_monitors=False)
-    assert _variant_config(ABLATION["dapo-floor-end0.75"]) == dataclasses.replace(default, log_std_min_anneal_end=0.75)
-    today = _variant_config(ABLATION["dapo-confirm-kl0.05-brake"])  # v7, the defaults the ablations below varied
-    assert today == dataclasses.replace(default, log_std_min=None, log_std_min_relative=False,
-                                        log_std_min_anneal=False, log_std_min_anneal_start=0.0)
-    assert default.log_std_min_anneal_end == 1.0
-    assert not today.dynamic_sampling and today.log_std_init == -1.0 and today.joint_grad_clip
-    assert today.collapse_confirm == 1 and (today.target_kl, today.kl_lr_max_scale) == (0.05, 1.0)
-    assert _variant_config(ABLATION["dapo-brake-critic256"]) == dataclasses.replace(today, critic_hidden_sizes=(256, 256))
-    assert _variant_config(ABLATION["dapo-brake-lambda-min0.95"]) == dataclasses.replace(today, lambda_min=0.95)
-    assert _variant_config(ABLATION["dapo-brake-clip-lower"]) == dataclasses.replace(today, clip_eps_low=0.28,
-                                                                                     clip_eps_high=0.2)
-    assert _variant_config(ABLATION["dapo-brake-std-floor"]) == dataclasses.replace(today, log_std_min=-1.2)
-    assert _variant_config(ABLATION["dapo-brake-std-floor-anneal"]) == dataclasses.replace(today, log_std_min=-1.2,
-                                                                                           log_std_min_anneal=True)
-    assert _variant_config(ABLATION["dapo-brake-std-floor-hold0.5"]) == dataclasses.replace(
-        today, log_std_min=-1.2, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
-    for name, floor in (("0.26-hold0.5", -1.35), ("0.22-hold0.5", -1.5)):
-        assert _variant_config(ABLATION[f"dapo-brake-std{name}"]) == dataclasses.replace(
-            today, log_std_min=floor, log_std_min_relative=True, log_std_min_anneal=True, log_std_min_anneal_start=0.5)
-    for coef in (0.005, 0.01):
-        assert _variant_config(ABLATION[f"dapo-brake-ent{coef}"]) == dataclasses.replace(today, ent_coef=coef)
-    assert _variant_config(ABLATION["dapo-brake-ent0.005-cap"]) == dataclasses.replace(today, ent_coef=0.005,
-                                                                                        log_std_max=-1.0)
-    assert _variant_config(ABLATION["dapo-brake-ent0.005-below-1"]) == dataclasses.replace(today, ent_coef=0.005,
-                                                                                            ent_below=-1.0)
-    assert _variant_config(ABLATION["dapo-brake-ent0.03-per-dim"]) == dataclasses.replace(today, ent_coef=0.03,
-                                                                                           ent_per_dim=True)
-    v6 = _variant_config(ABLATION["dapo-collapse-confirm"])
-    assert v6 == dataclasses.replace(today, target_kl=0.0, kl_lr_max_scale=10.0)
-    assert v6.clip_eps == 0.2 and v6.eps_v_start == 0.2  # the decoupled clip variants move one side only
-    one_flag = {  # each ablation of the v6 defaults differs from them by its flag alone
-        "dapo-confirm-clip-higher": dict(clip_eps_low=0.2, clip_eps_high=0.28),
-        "dapo-confirm-eps-pi0.1": dict(clip_eps=0.1), "dapo-confirm-eps-pi0.15": dict(clip_eps=0.15),
-        "dapo-confirm-epsV0.1": dict(eps_v_start=0.1), "dapo-confirm-no-value-clip": dict(clip_value=False),
-        "dapo-confirm-logstd-0.5": dict(log_std_init=-0.5), "dapo-confirm-logstd-1.5": dict(log_std_init=-1.5),
-        "dapo-confirm-dynamic": dict(dynamic_sampling=True),
-        "dapo-confirm-systematic": dict(dynamic_sampling=True, resampling="systematic"),
-        "dapo-confirm-kl0.05": dict(target_kl=0.05),
-        "dapo-confirm-kl0.05-brake": dict(target_kl=0.05, kl_lr_max_scale=1.0),
-    }
-    for name, changes in one_flag.items():
-        assert _variant_config(ABLATION[name]) == dataclasses.replace(v6, **changes), name
-    v5 = _variant_config(ABLATION["dapo-joint-grad-clip"])
-    assert v5 == dataclasses.replace(v6, collapse_confirm=0)
-    v4 = _variant_config(ABLATION["dapo-grpo-settings-logstd-1"])
-    assert v4 == dataclasses.replace(v5, joint_grad_clip=False)
-    v3 = _variant_config(ABLATION["dapo-grpo-settings"])
-    assert v3 == dataclasses.replace(v4, log_std_init=0.0)
-    assert _variant_config(ABLATION["dapo-auto-lambda-epsV0.2"]) == dataclasses.replace(v3, dynamic_sampling=True)
-    v1 = _variant_config(ABLATION["dapo-v1"])
-    assert (v1.auto_lambda, v1.eps_v_start, v1.eps_v_end, v1.eps_v_schedule) == (False, 0.5, 0.3, "linear")
-    assert v1 == dataclasses.replace(v3, auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear",
-                                     dynamic_sampling=True)
-    assert not _variant_config(ABLATION["dapo-no-dynamic"]).dynamic_sampling  # the later flag wins
-    higher = _variant_config(ABLATION["dapo-grpo-settings-clip-higher"])
-    assert higher == dataclasses.replace(v3, clip_eps_low=0.2, clip_eps_high=0.28)
-    assert _variant_config(ABLATION["dapo-grpo-settings-ent0.005"]) == dataclasses.replace(v3, ent_coef=0.005)
-    assert _variant_config(ABLATION["dapo-grpo-settings-importance"]) == dataclasses.replace(
-        v3, dynamic_sampling=True, importance_correction=True)
-    assert _variant_config(ABLATION["dapo-grpo-settings-logstd-0.5"]) == dataclasses.replace(v3, log_std_init=-0.5)
-    assert _variant_config(ABLATION["dapo-critic-lr1.5e-4"]) == dataclasses.replace(v4, critic_lr=1.5e-4)
-    no_decoupled = _variant_config(ABLATION["dapo-no-decoupled"])  # GRPO's single clip range and joint clip
-    assert not no_decoupled.separate_optimizers and no_decoupled.joint_grad_clip
-    for algo in ("grpo", "ppo"):  # the baselines with DAPO's initial noise differ from the main columns by it alone
-        assert _variant_config(ABLATION[f"{algo}-logstd-1"]) == dataclasses.replace(
-            _variant_config(MAIN[algo]), log_std_init=-1.0)
 
 
 def test_halfcheetah_posture_by_hand_and_end_to_end(tmp_path, small_config):

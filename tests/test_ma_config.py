@@ -1,10 +1,9 @@
 """dapo_ma configuration: env kwargs parsing, validation messages, CLI flags and YAML round trip."""
 import argparse
-import dataclasses
 
 import pytest
 
-from core.cli_config import add_config_flags, read_yaml_config, write_yaml_config
+from core.cli_config import add_config_flags, write_yaml_config
 from core.config import ConfigError
 from dapo_ma.config import MA_ALGOS, MAConfig, parse_env_kwargs, resolve
 
@@ -58,8 +57,33 @@ def test_flags_and_yaml_round_trip(tmp_path):
         assert flag in help_text
     flags = vars(parser.parse_args(["--env-kwargs", "N=3 max_cycles=25 continuous_actions=True", "--algo", "mappo",
                                     "--no-parameter-sharing", "--hidden-sizes", "32", "32"]))
-    cfg = resolve(MAConfig(**flags))
-    assert cfg.env_kwargs == "N=3 max_cycles=25 continuous_actions=True" and not cfg.parameter_sharing
-    path = tmp_path / "config.yaml"
-    path.write_text(write_yaml_config(cfg))
-    assert MAConfig(**read_yaml_config(path, MAConfig)) == dataclasses.replace(cfg)
+    cfg = resolve(flags)
+    assert cfg.env_kwargs == {"N": 3, "max_cycles": 25, "continuous_actions": True} and not cfg.parameter_sharing
+    (tmp_path / "config.yaml").write_text(write_yaml_config(cfg))
+    from dapo_ma.runner import load_run_config
+    assert load_run_config(tmp_path) == cfg
+
+
+def test_old_run_directories_with_text_env_kwargs_load(tmp_path):
+    """Run directories from before env kwargs were a mapping saved them as 'N=3 max_cycles=25'."""
+    import yaml
+    from dapo_ma.runner import load_run_config
+
+    cfg = resolve({"algo": "mappo", "env_kwargs": {"N": 2}})
+    old = {**yaml.safe_load(write_yaml_config(cfg)), "env_kwargs": "N=2"}
+    del old["recipe"], old["progress_every_s"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    assert load_run_config(tmp_path).env_kwargs == {"N": 2}
+
+
+@pytest.mark.parametrize("options,expect", [
+    ({"algo": "maddpg", "dynamic_sampling": True}, "--dynamic-sampling has no effect with --algo maddpg"),
+    ({"algo": "maddpg", "clip_eps": 0.1}, "--clip-eps has no effect with --algo maddpg"),
+    ({"algo": "maddpg", "importance_correction": True}, "has no effect with --algo maddpg"),
+    ({"algo": "mappo", "tau": 0.05}, "--tau has no effect with --algo mappo.*it is an option of maddpg"),
+    ({"algo": "mappo", "temperature_mode": "ema"}, "needs --dynamic-sampling"),
+    ({"algo": "mappo", "collapse_window": 5}, "needs --health-monitors"),
+])
+def test_options_the_algorithm_ignores_are_refused(options, expect):
+    with pytest.raises(ConfigError, match=expect):
+        resolve(options)

@@ -14,12 +14,17 @@ from dapo_ma.config import MA_ALGOS, MAConfig, resolve
 from dapo_ma.evaluation import evaluate_run
 from dapo_ma.runner import load_run_config, make_trainer, run_experiment
 
-TINY = dict(env_kwargs="N=3 local_ratio=0.5 max_cycles=25", num_envs=2, num_steps=25, num_epochs=2,
-            progress=False, tensorboard=False, eval_episodes=2, batch_size=32, learning_starts=100)
+TINY = dict(env_kwargs="N=3 local_ratio=0.5 max_cycles=25", num_envs=2, num_steps=25, progress=False,
+            tensorboard=False, eval_episodes=2)
+ALGO_TINY = {"maddpg": dict(batch_size=32, learning_starts=100)}  # the other algorithms: 2 epochs per rollout
 
 
-def _cfg(tmp_path, **overrides) -> MAConfig:
-    return MAConfig(**{**TINY, "total_steps": 200, "run_dir": str(tmp_path / "run"), **overrides})
+def _options(algo: str, **overrides) -> dict:
+    return {**TINY, "algo": algo, **ALGO_TINY.get(algo, dict(num_epochs=2)), **overrides}
+
+
+def _cfg(tmp_path, algo: str, **overrides) -> MAConfig:
+    return resolve(_options(algo, **{"total_steps": 200, "run_dir": str(tmp_path / "run"), **overrides}))
 
 
 @pytest.mark.parametrize("algo", MA_ALGOS)
@@ -68,7 +73,7 @@ def test_resumed_run_equals_uninterrupted(tmp_path, algo, extra):
     for name, stop in (("full", None), ("split", 2)):
         d = tmp_path / name
         d.mkdir()
-        cfg = resolve(MAConfig(**{**TINY, "algo": algo, "total_steps": 250, "run_dir": str(d), **extra}))
+        cfg = resolve(_options(algo, total_steps=250, run_dir=str(d), **extra))
         t = make_trainer(cfg, d)
         t.train(MetricLogger(d, tensorboard=False), max_iterations=stop)
         if stop is not None:
@@ -113,10 +118,10 @@ def test_dapo_ma_beats_random_on_simple_spread(tmp_path):
         def act(self, obs, agent_id, deterministic):
             return torch.randint(5, agent_id.shape, generator=gen)
     gen = torch.Generator().manual_seed(0)
-    cfg = MAConfig(algo="dapo-ma", env_kwargs="N=3 local_ratio=0.5 max_cycles=25", total_steps=150_000, seed=1,
-                   run_dir=str(tmp_path / "run"), progress=False, tensorboard=False, eval_episodes=0)
+    cfg = resolve(dict(algo="dapo-ma", env_kwargs="N=3 local_ratio=0.5 max_cycles=25", total_steps=150_000, seed=1,
+                       run_dir=str(tmp_path / "run"), progress=False, tensorboard=False, eval_episodes=0))
     summary = run_experiment(cfg)
-    random_return = float(np.mean(evaluate(resolve(cfg), Uniform(), 60, 7, torch.device("cpu"))))
+    random_return = float(np.mean(evaluate(cfg, Uniform(), 60, 7, torch.device("cpu"))))
     trained = float(np.mean(evaluate_run(tmp_path / "run", 60, seed=7, deterministic=False)))
     assert summary["final_return_mean"] > random_return + 3.0, (summary["final_return_mean"], random_return)
     assert trained > random_return + 3.0, (trained, random_return)

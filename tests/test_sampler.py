@@ -474,11 +474,11 @@ def test_sampler_without_replacement_selects_from_a_window_of_two_rollouts():
 
 
 def test_without_replacement_refuses_importance_correction():
-    from core.config import ConfigError, TrainConfig
+    from core.config import ConfigError
     from core.presets import resolve
     with pytest.raises(ConfigError, match="without-replacement"):
-        resolve(TrainConfig(env="Pendulum-v1", algo="dapo", resampling="without-replacement",
-                            importance_correction=True), "continuous")
+        resolve(dict(env="Pendulum-v1", algo="dapo", dynamic_sampling=True, resampling="without-replacement",
+                     importance_correction=True), "continuous")
 
 
 def test_unknown_resampling_rejected():
@@ -521,17 +521,21 @@ def test_weighted_epoch_mean_equals_the_expectation_of_multinomial_draws():
 
 
 def test_weighted_resampling_refuses_importance_correction():
-    from core.config import ConfigError, TrainConfig
+    from core.config import ConfigError
     from core.presets import resolve
     with pytest.raises(ValueError, match="uniform minibatches"):
         _sampler([1.0, 2.0], importance_correction=True, resampling="weighted")
-    for flag in ("importance_correction", "value_importance_correction"):
-        with pytest.raises(ConfigError, match="--resampling weighted"):
-            resolve(TrainConfig(env="Pendulum-v1", algo="dapo", resampling="weighted", **{flag: True}), "continuous")
+    with pytest.raises(ConfigError, match="--resampling weighted"):
+        resolve(dict(env="Pendulum-v1", algo="dapo", dynamic_sampling=True, resampling="weighted",
+                     importance_correction=True), "continuous")
 
 
 def test_weighted_resampling_weights_the_policy_loss_too(tmp_path, small_config):
     """The weights N p_i stand for the draws, which shape the policy's and the critic's minibatches alike."""
     from core.trainer import Trainer
-    assert Trainer(small_config(tmp_path / "w", resampling="weighted"), tmp_path / "w").update_settings.policy_weights
-    assert not Trainer(small_config(tmp_path / "m"), tmp_path / "m").update_settings.policy_weights
+    t = Trainer(small_config(tmp_path / "w", resampling="weighted"), tmp_path / "w")
+    t.iterate()
+    assert t.update_settings.policy_weights and all(w is not None for _, w in t.sampler.minibatches(4, 64))
+    plain = Trainer(small_config(tmp_path / "m"), tmp_path / "m")
+    plain.iterate()
+    assert all(w is None for _, w in plain.sampler.minibatches(4, 64))  # no correction, no weights

@@ -10,7 +10,8 @@ from core.config import ConfigError
 from core import schedules
 from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
-from core.networks import GaussianActor
+from core.extensions.kl_adaptive_lr import KLAdaptiveScale
+from core.extensions.noise_floor import floor_at
 from core.trainer import Trainer
 
 
@@ -45,9 +46,9 @@ def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo, overlap):
     ("grpo", "CartPole-v1", {}),
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4}),
     ("ppo", "CartPole-v1", {"overlap": True}),
-    ("dapo", "CartPole-v1", {"target_kl": 1e-4}),  # the KL-adaptive lr scale is part of the state
-    ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4, "critic_hidden_sizes": (48, 32),
-                             "overlap": True}),  # a critic wider than the actor, also in the collector process
+    ("dapo", "CartPole-v1", {"extensions": {"kl_adaptive_lr": {"target": 1e-4}}}),  # the KL scale is state
+    ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4, "hidden_sizes": (48, 32),
+                             "overlap": True}),  # other widths, also in the collector process
 ])
 def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, extra):
     """Stop after 3 updates, reload the checkpoint into a fresh Trainer, finish: same weights, same metrics."""
@@ -56,7 +57,7 @@ def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, ext
     cfg = small_config(full_dir, algo=algo, env=env, total_steps=8 * 256 if env == "CartPole-v1" else 8 * 128, **extra)
     full = Trainer(cfg, full_dir)
     widths = [m.out_features for m in full.critic.net if isinstance(m, torch.nn.Linear)]
-    assert widths == [*extra.get("critic_hidden_sizes", cfg.hidden_sizes), 1]
+    assert widths == [*cfg.hidden_sizes, 1]
     full.train(MetricLogger(full_dir, tensorboard=False))
 
     cfg_split = cfg.__class__(**{**cfg.__dict__, "run_dir": str(split_dir)})
@@ -175,37 +176,42 @@ def test_overlap_learns_from_one_update_old_data(tmp_path, small_config):
 
 
 def test_proximal_clip_anchors_the_update_on_the_live_policy(tmp_path, small_config):
-    """--proximal-clip with --overlap: from the second update on the data lag one update (lag_kl > 0); without
-    stale data the flag is refused in one line."""
-    cfg = small_config(tmp_path, overlap=True, proximal_clip=True, total_steps=4 * 256)
+    """The proximal_clip extension with --overlap: from the second update on the data lag one update (lag_kl > 0);
+    without stale data it is refused in one line; --overlap adds it unless it is turned off."""
+    cfg = small_config(tmp_path, overlap=True, total_steps=4 * 256)
+    assert "proximal_clip" in cfg.extensions  # added by --overlap
     t = Trainer(cfg, tmp_path)
     first, second = t.iterate(), t.iterate()
     assert abs(first["train/lag_kl"]) < 1e-6  # the live policy collected the first rollout (NumPy vs torch rounding)
     assert second["train/lag_kl"] > 1e-4
-    with pytest.raises(ConfigError, match="--proximal-clip re-anchors stale data.*add --overlap or a --window"):
-        small_config(tmp_path, proximal_clip=True)
-    assert small_config(tmp_path, proximal_clip=True, window=512).window == 512  # 2 rollouts of 4 x 64
-    assert small_config(tmp_path, overlap=True).proximal_clip and not small_config(tmp_path).proximal_clip  # default
-    assert not small_config(tmp_path, overlap=True, proximal_clip=False).proximal_clip
+    with pytest.raises(ConfigError, match="proximal_clip re-anchors stale data.*add --overlap or a --window"):
+        Trainer(small_config(tmp_path, extensions={"proximal_clip": {}}), tmp_path)
+    assert "proximal_clip" in small_config(tmp_path, extensions={"proximal_clip": {}}, window=512).extensions
+    assert "proximal_clip" not in small_config(tmp_path).extensions
+    assert "proximal_clip" not in small_config(tmp_path, overlap=True, extensions={"proximal_clip": None}).extensions
 
 
 def test_kl_adaptive_lr_rule_by_hand():
     """target 0.01: KL 0.03 > 0.02 divides by 1.5, 0.004 < 0.005 multiplies, 0.01 keeps; clamped."""
-    rule = schedules.KLAdaptiveLR(0.01, factor=1.5, lowest=0.5, highest=2.0)
+    rule = KLAdaptiveScale(0.01, factor=1.5, lowest=0.5, highest=2.0)
     assert [rule.observe(kl) for kl in (0.03, 0.01, 0.004, 0.004, 0.004, float("nan"), 0.05, 0.05, 0.05, 0.05)] == \
         pytest.approx([2 / 3, 2 / 3, 1.0, 1.5, 2.0, 2.0, 4 / 3, 8 / 9, 16 / 27, 0.5])
-    with pytest.raises(ValueError, match="target_kl must be > 0"):
-        schedules.KLAdaptiveLR(0.0)
-    brake = schedules.KLAdaptiveLR(0.01, highest=1.0)  # --kl-lr-max-scale 1: slows down, never speeds past the lr
+    with pytest.raises(ValueError, match="target must be > 0"):
+        KLAdaptiveScale(0.0)
+    brake = KLAdaptiveScale(0.01, highest=1.0)  # max_scale 1: slows down, never speeds past the lr
     assert [brake.observe(kl) for kl in (0.001, 0.03, 0.03, 0.001, 0.001, 0.001)] == \
         pytest.approx([1.0, 2 / 3, 4 / 9, 2 / 3, 1.0, 1.0])
 
 
-@pytest.mark.parametrize("target,scales", [(1e-9, [1, 1 / 1.5, 1 / 1.5 ** 2]), (0.0, [1, 1, 1])])
-def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config, target, scales):
-    """A tiny target (every update's KL exceeds it) shrinks the policy lr by 1.5 per update, target 0 (off) keeps
+def _kl(target, max_scale=10.0):
+    return {"kl_adaptive_lr": {"target": target, "max_scale": max_scale}}
+
+
+@pytest.mark.parametrize("ext,scales", [(_kl(1e-9), [1, 1 / 1.5, 1 / 1.5 ** 2]), ({}, [1, 1, 1])])
+def test_kl_adaptive_lr_scales_only_the_policy_lr(tmp_path, small_config, ext, scales):
+    """A tiny target (every update's KL exceeds it) shrinks the policy lr by 1.5 per update, no extension keeps
     it; the critic's stays."""
-    cfg = small_config(tmp_path, algo="dapo", target_kl=target, anneal_lr=False, total_steps=3 * 256)
+    cfg = small_config(tmp_path, algo="dapo", extensions=ext, anneal_lr=False, total_steps=3 * 256)
     t = Trainer(cfg, tmp_path)
     t.train(MetricLogger(tmp_path, tensorboard=False))
     rows = _rows(tmp_path / "metrics.csv")
@@ -214,12 +220,12 @@ def test_target_kl_scales_only_the_policy_lr(tmp_path, small_config, target, sca
 
 
 def test_a_kl_brake_that_never_acts_leaves_the_run_unchanged(tmp_path, small_config):
-    """With --kl-lr-max-scale 1 and every update's KL below twice the target the scale stays 1, and the run is the
-    run without the rule, value for value (why DAPO's MuJoCo brake changes nothing where KL stays below 0.1)."""
+    """With max_scale 1 and every update's KL below twice the target the scale stays 1, and the run is the run
+    without the extension, value for value (why DAPO's MuJoCo brake changes nothing where KL stays below 0.1)."""
     curves = {}
-    for name, target in (("off", 0.0), ("idle-brake", 1e3)):
+    for name, ext in (("off", {}), ("idle-brake", _kl(1e3, 1.0))):
         (run := tmp_path / name).mkdir()
-        cfg = small_config(run, algo="dapo", target_kl=target, kl_lr_max_scale=1.0, total_steps=3 * 256)
+        cfg = small_config(run, algo="dapo", extensions=ext, total_steps=3 * 256)
         Trainer(cfg, run).train(MetricLogger(run, tensorboard=False))
         curves[name] = [{k: v for k, v in r.items() if not k.startswith("time/")}
                         for r in _rows(run / "metrics.csv")]
@@ -229,11 +235,12 @@ def test_a_kl_brake_that_never_acts_leaves_the_run_unchanged(tmp_path, small_con
 @pytest.mark.parametrize("max_scale,scales", [(10.0, [1, 1.5, 1.5 ** 2]), (1.0, [1, 1, 1])])
 def test_kl_lr_max_scale_bounds_the_raise(tmp_path, small_config, max_scale, scales):
     """A huge target (every KL below half of it) raises the policy lr by 1.5 per update, unless capped at 1."""
-    cfg = small_config(tmp_path, algo="dapo", target_kl=1e3, kl_lr_max_scale=max_scale, anneal_lr=False,
-                       total_steps=3 * 256)
+    cfg = small_config(tmp_path, algo="dapo", extensions=_kl(1e3, max_scale), anneal_lr=False, total_steps=3 * 256)
     Trainer(cfg, tmp_path).train(MetricLogger(tmp_path, tensorboard=False))
     assert [float(r["train/lr_policy"]) for r in _rows(tmp_path / "metrics.csv")] == \
         pytest.approx([cfg.lr * k for k in scales])
+    with pytest.raises(ConfigError, match="max_scale must be at least 1"):
+        small_config(tmp_path, extensions=_kl(0.01, 0.5))
 
 
 def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, small_config):
@@ -271,12 +278,13 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
     from core.runner import run_experiment
 
     common = dict(env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=1024, num_minibatches=8, auto_lambda=True,
-                  health_monitors=False, dynamic_sampling=False, eps_v_start=0.2, eps_v_schedule="constant",
-                  log_std_init=-1.0, numpy_update=numpy_update, target_kl=1e-6, kl_lr_max_scale=1.0,
-                  log_std_min=float("-inf"))  # DAPO's noise floor off (it would hold the noise up)
+                  dynamic_sampling=False, log_std_init=-1.0, numpy_update=numpy_update,
+                  extensions={**_kl(1e-6, 1.0), "noise_floor": None})  # dapo-mujoco's floor off (it would hold the noise up)
+    dapo_only = dict(health_monitors=False, eps_v_start=0.2, eps_v_schedule="constant")
     curves = {}
     for name, algo, joint in (("grpo", "grpo", None), ("dapo-joint", "dapo", True), ("dapo", "dapo", False)):
-        run_experiment(small_config(tmp_path / name, algo=algo, joint_grad_clip=joint, **common))
+        run_experiment(small_config(tmp_path / name, algo=algo, joint_grad_clip=joint, **common,
+                                    **(dapo_only if algo == "dapo" else {})))
         curves[name] = [(r["train/value_loss"], r["train/approx_kl"], r["train/grad_scale_actor"],
                          float(r["train/lr_policy"]) / float(r["train/lr_value"]))
                         for r in csv.DictReader(open(tmp_path / name / "metrics.csv"))]
@@ -285,10 +293,14 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
     assert min(r[3] for r in curves["grpo"]) < 1  # the brake acted
 
 
+def _floor(log_std_min=-1.0, **shape):
+    return {"noise_floor": {"log_std_min": log_std_min, **shape}}
+
+
 def _log_std_trace(run_dir, small_config, metric, updates=5, **overrides) -> tuple[list[float], list]:
-    """Pendulum updates from log-std -1: the log-std after each and the named metric of each (DAPO's preset noise
-    floor off unless the test gives one)."""
-    overrides.setdefault("log_std_min", float("-inf"))
+    """Pendulum updates from log-std -1: the log-std after each and the named metric of each (the dapo-mujoco
+    recipe's noise floor off unless the test gives one)."""
+    overrides.setdefault("extensions", {"noise_floor": None})
     t = Trainer(small_config(run_dir, env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
                              log_std_init=-1.0, **overrides), run_dir)
     log_stds, metrics = [], []
@@ -299,112 +311,45 @@ def _log_std_trace(run_dir, small_config, metric, updates=5, **overrides) -> tup
 
 
 @pytest.mark.parametrize("numpy_update", [True, False])
-def test_log_std_min_projects_the_noise_back_onto_its_floor(tmp_path, small_config, numpy_update):
-    """--log-std-min: the run is unchanged until an update takes the log-std below the floor; from then on the
-    parameter sits on the floor after every update (the same run without a floor goes below it)."""
+def test_noise_floor_projects_the_noise_back_onto_its_floor(tmp_path, small_config, numpy_update):
+    """The noise_floor extension: the run is unchanged until an update takes the log-std below the floor; from then
+    on the parameter sits on the floor after every update (the same run without a floor goes below it)."""
     free, lifted_free = _log_std_trace(tmp_path / "free", small_config, "train/log_std_floored",
                                        numpy_update=numpy_update)
     floored, lifted = _log_std_trace(tmp_path / "floored", small_config, "train/log_std_floored",
-                                     numpy_update=numpy_update, log_std_min=-1.0)
+                                     numpy_update=numpy_update, extensions=_floor(-1.0))
     crossed = next(i for i, v in enumerate(free) if v < -1.0)  # StopIteration here: the test lost its power
     assert floored[:crossed] == free[:crossed]
     assert all(v == -1.0 for v in floored[crossed:])
     assert lifted_free == [None] * 5  # no floor, no metric
     assert lifted[:crossed + 1] == [0.0] * crossed + [1.0]  # the update that crossed was lifted back
-    with pytest.raises(ConfigError, match="--log-std-min must be in"):  # a floor above the start would move it
-        small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_min=-0.5)
-    with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-min"):
-        Trainer(small_config(tmp_path, log_std_min=-1.0), tmp_path)
-
-
-def test_log_std_max_caps_the_noise_an_entropy_bonus_raises(tmp_path, small_config):
-    """--log-std-max: a large entropy bonus raises the log-std; with the cap at the start the run is unchanged until
-    an update takes it above -1, and from then on the parameter sits on the cap."""
-    free, capped_free = _log_std_trace(tmp_path / "free", small_config, "train/log_std_capped", ent_coef=0.1)
-    capped, capped_share = _log_std_trace(tmp_path / "capped", small_config, "train/log_std_capped", ent_coef=0.1,
-                                          log_std_max=-1.0)
-    crossed = next(i for i, v in enumerate(free) if v > -1.0)  # StopIteration here: the test lost its power
-    assert capped[:crossed] == free[:crossed]
-    assert all(v == -1.0 for v in capped[crossed:]) and free[-1] > -1.0
-    assert capped_free == [None] * 5
-    assert capped_share[:crossed + 1] == [0.0] * crossed + [1.0]
-    with pytest.raises(ConfigError, match="--log-std-max must be in"):  # a cap below the start would move it
-        small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, log_std_max=-1.5)
-    with pytest.raises(ConfigError, match="Discrete actions: drop --log-std-max"):
-        Trainer(small_config(tmp_path, log_std_max=0.0), tmp_path)
-
-
-def test_ent_below_stops_the_bonus_at_its_ceiling(tmp_path, small_config):
-    """--ent-below -1.5 on Pendulum (torques +-2): the bonus acts below log-std -1.5 + log 2 = -0.81. A large bonus
-    lifts the log-std from -1 in both runs alike until it crosses -0.81; then the free run keeps rising and the
-    hinged one stays at the ceiling."""
-    free, _ = _log_std_trace(tmp_path / "free", small_config, "train/ent_bonus_share", 8, ent_coef=0.1)
-    hinged, share = _log_std_trace(tmp_path / "hinged", small_config, "train/ent_bonus_share", 8, ent_coef=0.1,
-                                   ent_below=-1.5)
-    ceiling = -1.5 + math.log(2)
-    crossed = next(i for i, v in enumerate(free) if v > ceiling)  # StopIteration here: the test lost its power
-    assert hinged[:crossed] == free[:crossed] and share[:crossed] == [1.0] * crossed
-    assert all(abs(v - ceiling) < 0.03 for v in hinged[crossed:]) and free[-1] > max(hinged) + 0.05
-    with pytest.raises(ConfigError, match="--ent-below limits an entropy bonus and there is none"):
-        small_config(tmp_path, env="Pendulum-v1", ent_below=-1.0)
-    with pytest.raises(ConfigError, match="Discrete actions: drop --ent-below"):
-        Trainer(small_config(tmp_path, ent_coef=0.01, ent_below=-1.0), tmp_path)
-
-
-@pytest.mark.parametrize("numpy_update", [True, False])
-def test_ent_per_dim_divides_the_bonus_by_the_action_dims(tmp_path, small_config, numpy_update):
-    """--ent-per-dim on Hopper (3 action dims): --ent-coef 0.03 weighs the summed entropy by 0.03 / 3 = 0.01, so two
-    updates match --ent-coef 0.01 exactly and differ from --ent-coef 0.03 on the sum."""
-    def log_std_after_two_updates(name, **overrides):
-        t = Trainer(small_config(tmp_path / name, env="Hopper-v5", num_envs=1, num_steps=128, num_epochs=2, lr=1e-2,
-                                 numpy_update=numpy_update, **overrides), tmp_path / name)
-        t.iterate(), t.iterate()
-        return t.update_settings.ent_coef, t.actor.log_std.tolist()
-    per_dim = log_std_after_two_updates("per-dim", ent_coef=0.03, ent_per_dim=True)
-    assert per_dim == log_std_after_two_updates("sum-0.01", ent_coef=0.01) and per_dim[0] == 0.01
-    assert per_dim[1] != log_std_after_two_updates("sum-0.03", ent_coef=0.03)[1]
-    with pytest.raises(ConfigError, match="--ent-per-dim scales an entropy bonus and there is none"):
-        small_config(tmp_path, env="Pendulum-v1", ent_per_dim=True)
-    with pytest.raises(ConfigError, match="Discrete actions: drop --ent-per-dim"):
-        Trainer(small_config(tmp_path, ent_coef=0.01, ent_per_dim=True), tmp_path)
-
-
-def test_entropy_ceiling_masks_the_entropy_gradient_by_hand():
-    """The actor's entropy keeps its value; its gradient is 1 on log-stds below the ceiling and 0 at or above it."""
-    actor = GaussianActor(2, 3, (4,), log_std_init=-1.0)
-    actor.entropy_ceiling = torch.tensor([-0.5, -1.5, -1.0])
-    _, entropy = actor.evaluate(torch.zeros(5, 2), torch.zeros(5, 3))
-    assert entropy.tolist() == pytest.approx([3 * (0.5 + 0.5 * math.log(2 * math.pi) - 1.0)] * 5)
-    entropy.mean().backward()
-    assert actor.log_std.grad.tolist() == [1.0, 0.0, 0.0]
+    with pytest.raises(ConfigError, match="above the initial log-std"):  # a floor above the start would move it
+        Trainer(small_config(tmp_path, env="Pendulum-v1", log_std_init=-1.0, extensions=_floor(-0.5)), tmp_path)
+    with pytest.raises(ConfigError, match="Discrete actions; remove it"):
+        Trainer(small_config(tmp_path, extensions=_floor(-1.0)), tmp_path)
 
 
 def test_annealed_log_std_floor_by_hand():
     """The floor's std e^-1.2 falls linearly to zero: half of it at mid-training, no floor at the end."""
-    assert schedules.log_std_floor(-1.2, 0.0, anneal=True) == -1.2
-    assert math.exp(schedules.log_std_floor(-1.2, 0.5, anneal=True)) == pytest.approx(math.exp(-1.2) / 2)
-    assert math.exp(schedules.log_std_floor(-1.2, 0.75, anneal=True)) == pytest.approx(math.exp(-1.2) / 4)
-    assert schedules.log_std_floor(-1.2, 1.0, anneal=True) == -math.inf
-    assert schedules.log_std_floor(-1.2, 0.75, anneal=False) == -1.2
-    held = [math.exp(schedules.log_std_floor(-1.2, p, anneal=True, start=0.5)) / math.exp(-1.2)
+    assert floor_at(-1.2, 0.0, anneal=True) == -1.2
+    assert math.exp(floor_at(-1.2, 0.5, anneal=True)) == pytest.approx(math.exp(-1.2) / 2)
+    assert math.exp(floor_at(-1.2, 0.75, anneal=True)) == pytest.approx(math.exp(-1.2) / 4)
+    assert floor_at(-1.2, 1.0, anneal=True) == -math.inf
+    assert floor_at(-1.2, 0.75, anneal=False) == -1.2
+    held = [math.exp(floor_at(-1.2, p, anneal=True, start=0.5)) / math.exp(-1.2)
             for p in (0.0, 0.5, 0.75, 0.9)]  # held for the first half, then linear to zero
     assert held == pytest.approx([1.0, 1.0, 0.5, 0.2])
-    early = [math.exp(schedules.log_std_floor(-1.2, p, anneal=True, start=0.5, end=0.75)) / math.exp(-1.2)
-             for p in (0.25, 0.5, 0.625, 0.7)]  # held, then zero at three quarters
-    assert early == pytest.approx([1.0, 1.0, 0.5, 0.2])
-    assert [schedules.log_std_floor(-1.2, p, anneal=True, start=0.5, end=0.75) for p in (0.75, 0.9)] == [-math.inf] * 2
-    for start in (0.0, 0.3, 0.5):  # end = 1 keeps the floats the committed runs were made with, bit for bit
+    for start in (0.0, 0.3, 0.5):  # the floats the committed runs were made with, bit for bit
         old = [min(schedules.linear(1.0 / (1.0 - start), 0.0, k / 488), 1.0) for k in range(489)]
-        assert [schedules.log_std_floor(0.0, k / 488, True, start, 1.0) for k in range(488)] == [
-            math.log(r) for r in old[:488]]
+        assert [floor_at(0.0, k / 488, True, start) for k in range(488)] == [math.log(r) for r in old[:488]]
 
 
-def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_config):
-    """--log-std-min-anneal: a log-std pushed far below the floor before each update comes back onto the floor of
-    that update's progress: e^-1 x (1 - k/6) after update k of 6, below where a fixed floor would hold it."""
+def test_annealed_noise_floor_lowers_the_floor_the_policy_sits_on(tmp_path, small_config):
+    """anneal=true: a log-std pushed far below the floor before each update comes back onto the floor of that
+    update's progress: e^-1 x (1 - k/6) after update k of 6, below where a fixed floor would hold it."""
     total = 6 * 256
     cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=total,
-                       log_std_init=-1.0, log_std_min=-1.0, log_std_min_anneal=True)
+                       log_std_init=-1.0, extensions=_floor(-1.0, anneal=True))
     t = Trainer(cfg, tmp_path)
     for k in range(1, 6):
         with torch.no_grad():
@@ -412,25 +357,19 @@ def test_log_std_min_anneal_lowers_the_floor_the_policy_sits_on(tmp_path, small_
         t.iterate()
         assert t.global_step == k * 256
         assert t.actor.log_std.item() == pytest.approx(-1.0 + math.log(1 - k / 6))
-    with pytest.raises(ConfigError, match="--log-std-min-anneal lowers a floor and there is none"):
-        small_config(tmp_path, env="Pendulum-v1", log_std_min=float("-inf"), log_std_min_anneal=True)
-    with pytest.raises(ConfigError, match="--log-std-min-anneal-start must be in"):
-        small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_start=0.5)
-    for end in (0.5, 1.5):  # not after the start, or past the end of training
-        with pytest.raises(ConfigError, match="--log-std-min-anneal-end must be in"):
-            small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal=True,
-                         log_std_min_anneal_start=0.5, log_std_min_anneal_end=end)
-    with pytest.raises(ConfigError, match="needs --log-std-min-anneal"):
-        small_config(tmp_path, env="Pendulum-v1", log_std_min=-1.2, log_std_min_anneal_end=0.75)
+    with pytest.raises(ConfigError, match="anneal_start must be in"):
+        small_config(tmp_path, env="Pendulum-v1", extensions=_floor(-1.2, anneal_start=0.5))  # needs anneal
+    with pytest.raises(ConfigError, match="unknown option 'anneal_end'"):  # removed: its ablation lost
+        small_config(tmp_path, env="Pendulum-v1", extensions=_floor(-1.2, anneal=True, anneal_end=0.75))
 
 
-def test_log_std_min_relative_scales_the_floor_by_the_action_half_range(tmp_path, small_config):
-    """--log-std-min-relative: Pendulum's torques span +-2, so the floor's std e^-1 becomes 2 e^-1; on actions in
-    +-1 (MountainCarContinuous) the run is the absolute floor's, number for number."""
+def test_relative_noise_floor_scales_by_the_action_half_range(tmp_path, small_config):
+    """relative=true: Pendulum's torques span +-2, so the floor's std e^-1 becomes 2 e^-1; on actions in +-1
+    (MountainCarContinuous) the run is the absolute floor's, number for number."""
     def floored_run(env, relative):
         run_dir = tmp_path / f"{env}-{relative}"
-        t = Trainer(small_config(run_dir, env=env, num_envs=1, num_steps=256, log_std_init=0.0, log_std_min=-1.0,
-                                 log_std_min_relative=relative), run_dir)
+        t = Trainer(small_config(run_dir, env=env, num_envs=1, num_steps=256, log_std_init=0.0,
+                                 extensions=_floor(-1.0, relative=relative)), run_dir)
         log_stds, metrics = [], []
         for _ in range(3):
             with torch.no_grad():
@@ -444,5 +383,3 @@ def test_log_std_min_relative_scales_the_floor_by_the_action_half_range(tmp_path
     assert [m["train/log_std_floored"] for m in metrics] == [1.0] * 3  # every update's projection lifted it
     assert floored_run("Pendulum-v1", False)[0] == [-1.0] * 3
     assert floored_run("MountainCarContinuous-v0", True) == floored_run("MountainCarContinuous-v0", False)
-    with pytest.raises(ConfigError, match="--log-std-min-relative scales a floor and there is none"):
-        small_config(tmp_path, env="Pendulum-v1", log_std_min=float("-inf"), log_std_min_relative=True)

@@ -57,11 +57,10 @@ def test_value_only_importance_weights():
 
 def test_dapo_critic_lr_follows_the_policy_lr_unless_set():
     """The critic's rate defaults to --lr (the env preset's), an explicit --critic-lr wins."""
-    from core.config import TrainConfig
     from core.presets import resolve
-    assert resolve(TrainConfig(env="HalfCheetah-v5", algo="dapo"), "continuous").critic_lr == 3e-4
-    assert resolve(TrainConfig(algo="dapo", lr=5e-4), "classic").critic_lr == 5e-4
-    assert resolve(TrainConfig(algo="dapo", critic_lr=1e-3), "continuous").critic_lr == 1e-3
+    assert resolve(dict(env="HalfCheetah-v5", algo="dapo"), "continuous").critic_lr == 3e-4
+    assert resolve(dict(algo="dapo", lr=5e-4), "classic").critic_lr == 5e-4
+    assert resolve(dict(algo="dapo", critic_lr=1e-3), "continuous").critic_lr == 1e-3
 
 
 def _grads(actor_grads, critic_grads, joint):

@@ -1,0 +1,83 @@
+"""Recipes: the toolkit's settings kept as data, in YAML files.
+
+A recipe is a mapping ``option: value`` (``dapo run`` option names, written with ``-`` or ``_``) with two reserved
+keys: ``description`` (one line) and ``base`` (a name or a list of names of recipes applied before this one).
+``extensions`` holds ``name: {option: value}`` (or ``name: null`` to remove one an earlier layer added).
+
+A run's settings are layered, each layer winning over the ones before it (:func:`merge`): the config dataclass's
+defaults, the env family's recipe (``classic``, ``continuous``, ``atari``), the algorithm's (``ppo``, ``grpo``,
+``dapo``), a recipe the presets attach to a family and algorithm (``dapo-mujoco`` for dapo on Box-action envs),
+the ``--recipe`` files in the order given, then the options given explicitly.  Recipes shipped with a package sit
+beside its ``recipes/__init__.py``; a name with ``/`` or ending in ``.yaml``/``.yml`` is a path.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from core.cli_config import coerce_mapping, read_yaml
+from core.config import ConfigError
+
+HERE = Path(__file__).parent
+RESERVED = ("description", "base")
+
+
+def is_path(name: str) -> bool:
+    return "/" in name or name.endswith((".yaml", ".yml"))
+
+
+def find(name: str, dirs: Iterable[Path], near: Optional[Path] = None) -> Path:
+    """The file of recipe ``name``: a path as given, else ``<dir>/<name>.yaml`` in ``near`` (a recipe's own folder,
+    for its ``base``) or one of ``dirs``."""
+    if is_path(name):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"recipe file {name} does not exist; give a path to a YAML file or a recipe name")
+        return path
+    searched = ([near] if near is not None else []) + list(dirs)
+    for d in searched:
+        if (d / f"{name}.yaml").is_file():
+            return d / f"{name}.yaml"
+    names = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
+    raise ConfigError(f"unknown recipe '{name}'; shipped recipes: {', '.join(names)} (or give a path to a YAML file)")
+
+
+def load(name: str, cls: type, dirs: Iterable[Path] = (HERE,), near: Optional[Path] = None,
+         _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A recipe's option values with its ``base`` recipes merged under them, type-checked against ``cls``."""
+    dirs = list(dirs)
+    path = find(name, dirs, near)
+    key = str(path.resolve())
+    if key in _seen:
+        raise ConfigError(f"recipe {path} includes itself through its 'base' recipes; remove the cycle")
+    values = coerce_mapping(read_yaml(path), cls, f"recipe {path}", RESERVED)
+    values.pop("description", None)
+    base = values.pop("base", None) or []
+    bases = [base] if isinstance(base, str) else base
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise ConfigError(f"recipe {path}: 'base' must be a recipe name or a list of names, got {base!r}")
+    layers = [load(b, cls, dirs, path.parent, (*_seen, key)) for b in bases]
+    return merge([*layers, values])
+
+
+def merge(layers: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Later layers win; ``extensions`` merge per extension name (a later layer's options replace an earlier one's
+    for that extension whole; ``None`` marks it removed)."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for k, v in layer.items():
+            if k == "extensions" and isinstance(out.get(k), dict):
+                out[k] = {**out[k], **v}
+            else:
+                out[k] = v
+    return out
+
+
+def describe(dirs: Iterable[Path] = (HERE,)) -> dict[str, str]:
+    """``{name: description}`` of the recipes in ``dirs``."""
+    out = {}
+    for d in dirs:
+        for path in sorted(d.glob("*.yaml")):
+            raw = read_yaml(path)
+            out.setdefault(path.stem, str(raw.get("description", "")) if isinstance(raw, dict) else "")
+    return out

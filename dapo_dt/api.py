@@ -1,0 +1,46 @@
+"""The Decision Transformer Python API, the same shape as :mod:`core.api`:
+
+    import dapo_dt
+    result = dapo_dt.train(dataset="pong/mixed-v0", env="ALE/Pong-v5", algo="dapo-dt", grad_steps=2000)
+    agent = dapo_dt.load(result.run_dir)
+    agent.evaluate(episodes=8)        # whole games, actions sampled from the model's softmax
+
+A DT acts on a history of (return-to-go, frame, action) tokens, so there is no single-observation ``predict``;
+``agent.trainer.play`` plays whole games and ``agent.model`` is the ``DecisionTransformer``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from core.api import EvalResult, RunResult
+from core.api import train as core_train
+
+
+def train(config=None, *, resume: Optional[Union[str, Path]] = None, **options: Any) -> RunResult:
+    """Train one Decision Transformer run (default algorithm: dapo-dt); see :func:`core.api.train`."""
+    from dapo_dt.config import DTConfig
+
+    if resume is None and "algo" not in options and not (isinstance(config, dict) and "algo" in config) \
+            and not isinstance(config, DTConfig):
+        options["algo"] = DTConfig.algo
+    return core_train(config, resume=resume, **options)
+
+
+def load(run_dir: Union[str, Path], device: str = "cpu", env=None) -> "DTAgent":
+    from dapo_dt.runner import load_trainer
+
+    return DTAgent(load_trainer(Path(run_dir), device))
+
+
+class DTAgent:
+    def __init__(self, trainer):
+        self.trainer, self.model, self.config = trainer, trainer.model, trainer.cfg
+
+    def evaluate(self, episodes: int = 8, seed: int = 12345) -> EvalResult:
+        """Whole games (raw scores), conditioned on the run's target return."""
+        from core.evaluation import mean_std
+
+        scores = [ep.score for ep in self.trainer.play(episodes, seed)]
+        mean, std = mean_std(scores)
+        return EvalResult(mean, std, scores)

@@ -1,0 +1,76 @@
+"""Recipes as data: every shipped recipe resolves, and every benchmark recipe resolves to exactly the config recorded
+in the committed results it stands for, so the committed tables stay reproducible from recipes."""
+import csv
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core import recipes
+from core.cli_config import coerce_mapping
+from core.config import TrainConfig
+from core.legacy import translate
+from core.presets import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
+MUJOCO = ROOT / "experiments" / "recipes" / "mujoco"
+# Fields that do not change what a run trains (where it writes, how often it checkpoints or reports)
+RUNTIME = {"env", "seed", "total_steps", "run_dir", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",
+           "recipe"}
+RECORDS = sorted(RESULTS.rglob("variants.yaml"))
+
+
+def _resolved(recipe: str) -> dict:
+    cfg = resolve({"recipe": (str(MUJOCO / f"{recipe}.yaml"),), "env": "Walker2d-v5"}, "continuous")
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME}
+
+
+def _recorded(config: dict) -> dict:
+    values = coerce_mapping(translate({k: v for k, v in config.items() if k not in RUNTIME}, "record"), TrainConfig,
+                            "record")
+    return {"extensions": {}, "env_kwargs": {}, **values}  # options added after the record: their defaults
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda p: str(p.parent.relative_to(RESULTS)))
+def test_every_recipe_resolves_to_the_config_its_committed_results_record(record):
+    entries = yaml.safe_load(record.read_text())
+    with open(record.parent / "results.csv", newline="") as f:
+        labels = {r["variant"] for r in csv.DictReader(f)}
+    assert labels <= set(entries), f"{record}: rows without a recorded config: {sorted(labels - set(entries))}"
+    for label, entry in entries.items():
+        if entry["recipe"] is None:  # the SB3 peer, or a variant whose option was removed (the record keeps it)
+            assert entry["config"] is None or "removed" in entry, (record, label)
+            continue
+        assert _resolved(entry["recipe"]) == _recorded(entry["config"]), (record, label, entry["recipe"])
+
+
+def test_the_suites_name_existing_recipes_and_every_recipe_is_used():
+    from experiments.mujoco_benchmark import load_suites
+    suites = load_suites()
+    named = {r for table in suites.values() for r in table.values() if r is not None}
+    on_disk = {p.stem for p in MUJOCO.glob("*.yaml")}
+    recorded = {e["recipe"] for r in RECORDS for e in yaml.safe_load(r.read_text()).values() if e["recipe"]}
+    assert named <= on_disk and recorded <= on_disk
+    assert on_disk <= named | recorded, f"recipes nothing uses: {sorted(on_disk - named - recorded)}"
+    for name in on_disk:
+        assert isinstance(yaml.safe_load((MUJOCO / f"{name}.yaml").read_text()).get("description"), str), name
+
+
+@pytest.mark.parametrize("name", sorted(recipes.describe()))
+def test_every_shipped_recipe_loads_and_resolves(name):
+    assert recipes.describe()[name], f"recipe {name} has no description"
+    family = name if name in ("classic", "continuous", "atari") else "continuous"
+    cfg = resolve({"recipe": (name,), "env": "Hopper-v5" if family == "continuous" else "CartPole-v1"}, family)
+    assert cfg.recipe == (name,)
+
+
+def test_the_dapo_mujoco_recipe_is_plain_dapo_on_box_actions():
+    """DAPO on a Box-action env gets the dapo-mujoco recipe by itself; naming it changes nothing."""
+    plain = resolve({"algo": "dapo", "env": "Hopper-v5"}, "continuous")
+    named = resolve({"algo": "dapo", "env": "Hopper-v5", "recipe": ("dapo-mujoco",)}, "continuous")
+    assert dataclasses.replace(named, recipe=()) == plain
+    grpo = resolve({"algo": "grpo", "env": "Hopper-v5", "recipe": ("mujoco",)}, "continuous")  # the recipe on GRPO
+    assert (grpo.log_std_init, grpo.joint_grad_clip, set(grpo.extensions)) == (
+        -1.0, True, {"kl_adaptive_lr", "noise_floor"})
