@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import signal
@@ -59,6 +60,7 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False)
     with sigint_deferred():
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would create it: run directories are shared
             with os.fdopen(fd, "wb" if binary else "w") as f:
                 write(f)
                 f.flush()
@@ -67,9 +69,21 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False)
         except BaseException as e:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-            if isinstance(e, OSError) and e.errno in DISK_FULL:
-                raise DiskFull(e.errno, f"no space left to write {path}") from e
+            cause = e
+            while cause is not None and not (isinstance(cause, OSError) and cause.errno in DISK_FULL):
+                cause = cause.__context__
+            if cause is not None:
+                raise DiskFull(cause.errno, f"no space left to write {path}") from e
             raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()  # read once: os.umask can only be read by setting it
 
 
 def remove_orphans(run_dir: Path) -> list[Path]:
@@ -129,8 +143,10 @@ def decode(obj: Any) -> Any:
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
-    state = encode({"version": CHECKPOINT_VERSION, **state})
-    atomic_write(path, lambda f: torch.save(state, f), binary=True)
+    """Serialised in memory first, so that a failing disk meets one plain write (and no half-written archive)."""
+    buffer = io.BytesIO()
+    torch.save(encode({"version": CHECKPOINT_VERSION, **state}), buffer)
+    atomic_write(path, lambda f: f.write(buffer.getbuffer()), binary=True)
 
 
 def _legacy_globals() -> list:

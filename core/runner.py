@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from core import presets
+from core import extensions, presets
 from core.checkpoint import atomic_write, load_checkpoint, remove_orphans, require, write_json
 from core.cli_config import RESUMABLE_OVERRIDES, load_run_config as read_run_config, write_yaml_config
 from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip
@@ -35,9 +35,11 @@ def resolve_for_env(explicit: dict[str, Any]) -> TrainConfig:
     env = make_env(env_id, explicit.get("env_kwargs"))
     try:
         family = env_family(env.observation_space, env.action_space, env_id)
+        cfg = presets.resolve(explicit, family)
+        extensions.check_all(cfg.extensions, cfg, env.action_space)  # before the run directory exists
     finally:
         env.close()
-    return presets.resolve(explicit, family)
+    return cfg
 
 
 def load_run_config(run_dir: Path) -> TrainConfig:

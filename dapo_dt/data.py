@@ -9,6 +9,7 @@ frame exactly as EnvPool's stack does at reset.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,15 @@ def _check_collect_args(env_id: str, policies: Sequence[Path], epsilon: float, s
                           f"minari.delete_dataset('{name}')")
 
 
+def _datasets_root() -> Path:
+    """Minari's local dataset folder (``MINARI_DATASETS_PATH``, default ~/.minari/datasets), found without creating
+    it: Minari's own lookup makes the folder, and a refused command must leave no trace."""
+    return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
+
+
 def _local_datasets() -> list[str]:
+    if not _datasets_root().is_dir():
+        return []
     import minari
 
     return list(minari.list_local_datasets())

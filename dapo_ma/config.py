@@ -217,6 +217,10 @@ def resolve(explicit) -> MAConfig:
     out = MAConfig(**values)
     out.hidden_sizes, out.env_kwargs = tuple(out.hidden_sizes), parse_env_kwargs(out.env_kwargs)
     check_env_name(out.env)
+    for key in ("max_cycles", "N"):  # 0 would make degenerate episodes (or none) that still "train"
+        value = out.env_kwargs.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+            raise ConfigError(f"--env-kwargs {key}={value} must be >= 1")
     validate(out)
     check_inactive(out, explicit, INACTIVE_WHEN)
     validate_for_env(out, env_spec(out.env, out.env_kwargs).n_agents)

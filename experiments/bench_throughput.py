@@ -180,26 +180,30 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int,
     return runs
 
 
-def main(argv=None, prog=None) -> None:
+def main(argv=None, prog=None) -> int:
+    from experiments.sweep import caller_path, parser, positive_int, seed_int
+
     argv = sys.argv[1:] if argv is None else list(argv)
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--total-steps", type=int, default=100_000, help="env steps per training run")
-    p.add_argument("--repeats", type=int, default=2, help="interleaved repeats of every run")
+    p = parser(prog, __doc__)
+    p.add_argument("--total-steps", type=positive_int, default=100_000, help="env steps per training run")
+    p.add_argument("--repeats", type=positive_int, default=2, help="interleaved repeats of every run")
     p.add_argument("--parts", default="abcd", help="which parts to run (subset of abcd)")
-    p.add_argument("--many-envs", type=int, default=8, help="env count for the best-configuration part b")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for every peer")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--many-envs", type=positive_int, default=8, help="env count for the best-configuration part b")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads for every peer")
+    p.add_argument("--seed", type=seed_int, default=1)
     p.add_argument("--peers", nargs="+", metavar="NAME",
                    help="run only these training peers of the chosen parts (exact names as in the tables, e.g. "
                         "'ours ppo x8 envs +overlap'); raw stepping runs are always kept")
-    p.add_argument("--out", type=Path, default=OUT, help="results directory")
+    p.add_argument("--out", type=caller_path, default=OUT, help="results directory")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if not args.parts or set(args.parts) - set("abcd"):
+        p.error(f"--parts must be letters of abcd, got '{args.parts}'")
     if args.worker:
         spec = json.loads(args.worker)
         result = WORKERS[spec.pop("kind")](**spec)
         print(json.dumps({**result, "peak_rss_mb": _peak_rss_mb()}))
-        return
+        return 0
     from experiments.throughput_report import write_report
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -208,15 +212,21 @@ def main(argv=None, prog=None) -> None:
     runs = plan(args.parts, args.total_steps, args.many_envs, args.threads, args.seed, args.peers)
     for rep in range(args.repeats):
         for part, name, kw in runs:
-            r = run_worker(**kw)
+            try:
+                r = run_worker(**kw)
+            except RuntimeError as e:  # a failed worker: one line, and no report from partial rows
+                print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+                return 1
             r.update(part=part, peer=name, repeat=rep, sps=r["steps"] / r["wall_s"])
             rows.append(r)
             print(f"[{rep + 1}/{args.repeats}] {part} {name:34s} {r['sps']:8.0f} SPS  wall {r['wall_s']:6.1f}s  "
                   f"rss {r['peak_rss_mb']:6.0f} MB  return {r['final_return']:8.1f}", flush=True)
     command = "python experiments/bench_throughput.py " + " ".join(f"'{a}'" if " " in a else a for a in argv)
     write_report(rows, args.out, command, header, args)
+    return 0
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    main()
+    from experiments.sweep import script_main
+    script_main(main)

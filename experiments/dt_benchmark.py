@@ -28,7 +28,7 @@ import numpy as np
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import steps_to_threshold
-from experiments.sweep import ROOT, run_cli
+from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, script_main, seed_int
 
 VARIANTS = {
     "dt": ["--algo", "dt"],
@@ -180,23 +180,23 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
     write_results_md(out / "results.md", "\n".join(lines))
 
 
-def main(argv=None, prog=None) -> None:
+def main(argv=None, prog=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(prog, __doc__)
     p.add_argument("--data", nargs="+", required=True, metavar="ENV=DATASET",
                    help="Atari env and the Minari dataset made for it by 'dapo dataset collect'")
     p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS),
                    help="dt, dapo-dt and DAPO-DT ablations (each one 'dapo run' per env, fraction and seed)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--seeds", nargs="+", type=seed_int, default=[1, 2, 3])
     p.add_argument("--fractions", nargs="+", type=float, default=[1.0], help="fractions of the dataset's steps")
-    p.add_argument("--grad-steps", type=int, default=2000, help="offline gradient steps per run")
-    p.add_argument("--eval-every", type=int, default=250, help="gradient steps between evaluations")
-    p.add_argument("--eval-episodes", type=int, default=8, help="whole games per evaluation")
+    p.add_argument("--grad-steps", type=positive_int, default=2000, help="offline gradient steps per run")
+    p.add_argument("--eval-every", type=positive_int, default=250, help="gradient steps between evaluations")
+    p.add_argument("--eval-episodes", type=positive_int, default=8, help="whole games per evaluation")
     p.add_argument("--online-steps", type=int, default=0, help="online fine-tuning env steps after offline training")
     p.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="further 'dapo run' flags for every run")
-    p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
-    p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "dt")
-    p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "dt_benchmark")
+    p.add_argument("--jobs", type=positive_int, default=2, help="runs in parallel")
+    p.add_argument("--out", type=caller_path, default=ROOT / "experiments" / "results" / "dt")
+    p.add_argument("--runs-dir", type=caller_path, default=ROOT / "runs" / "dt_benchmark")
     p.add_argument("--report-only", action="store_true",
                    help="rebuild the tables and plots from finished runs (notes below the results.md marker are kept)")
     args = p.parse_args(argv)
@@ -204,7 +204,13 @@ def main(argv=None, prog=None) -> None:
         data = dict(pair.split("=", 1) for pair in args.data)
     except ValueError:
         p.error("--data takes ENV=DATASET pairs, e.g. ALE/Pong-v5=pong/mixed-v0")
-    args.out.mkdir(parents=True, exist_ok=True)
+    if any(not 0 < f <= 1 for f in args.fractions):
+        p.error(f"--fractions must be in (0, 1], got {args.fractions}")
+    if args.online_steps < 0:
+        p.error(f"--online-steps must be >= 0, got {args.online_steps}")
+    for name in data.values():
+        dataset_steps(name)  # an unknown dataset: one line before any run starts
+    statuses = []
     if not args.report_only:
         jobs = []
         for env, name in data.items():
@@ -221,11 +227,16 @@ def main(argv=None, prog=None) -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             for msg in pool.map(lambda j: run_cli(*j), jobs):
                 print(msg, flush=True)
+                statuses.append(msg)
+    if statuses and all(s.startswith("FAILED") for s in statuses):
+        return failures(statuses)
+    args.out.mkdir(parents=True, exist_ok=True)
     # the sweep that made the runs
     command = "python experiments/dt_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
     report(args.out, args.runs_dir, data, args.seeds, args.fractions, command, args.variants)
     print((args.out / "results.md").read_text())
+    return failures(statuses)
 
 
 if __name__ == "__main__":
-    main()
+    script_main(main)

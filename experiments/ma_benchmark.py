@@ -28,6 +28,7 @@ import numpy as np
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
+from experiments.sweep import caller_path, parser, positive_int, script_main
 
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
 ENV, ENV_KWARGS = "simple_spread_v3", "N=3 local_ratio=0.5 max_cycles=25"
@@ -90,13 +91,13 @@ def final_return(run_dir: Path) -> float:
     return float(ret[-FINAL_ITERS:].mean())
 
 
-def main(argv=None, prog=None) -> None:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=150_000, help="env steps per run")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs/ma_benchmark"))
-    p.add_argument("--out", type=Path, default=Path("experiments/results/ma"))
+def main(argv=None, prog=None) -> int:
+    p = parser(prog, __doc__)
+    p.add_argument("--steps", type=positive_int, default=150_000, help="env steps per run")
+    p.add_argument("--seeds", type=positive_int, default=5, help="seeds 1..N")
+    p.add_argument("--jobs", type=positive_int, default=2, help="runs in parallel (processes)")
+    p.add_argument("--runs-dir", type=caller_path, default=Path("runs/ma_benchmark"))
+    p.add_argument("--out", type=caller_path, default=Path("experiments/results/ma"))
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -201,4 +202,4 @@ def plot(args, dirs, r_random, thresholds) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script_main(main)

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from experiments.sweep import ROOT, run_cli, run_command
+from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, run_command, script_main, seed_int
 
 RECIPES = ROOT / "experiments" / "recipes" / "mujoco"  # one YAML file per variant (base chains, comments: why)
 SUITES_FILE = ROOT / "experiments" / "recipes" / "mujoco_suites.yaml"
@@ -104,17 +104,17 @@ def sb3_worker(env: str, seed: int, steps: int, out: Path) -> None:
     logger.close()
 
 
-def main(argv=None, prog=None) -> None:
+def main(argv=None, prog=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(prog, __doc__)
     p.add_argument("--suite", choices=sorted(SUITES), default="main", help="main table, ablations, robustness grid or overlap (double buffering) check")
     p.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"])
     p.add_argument("--variants", nargs="+", help="subset of the suite's variants (default: all)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    p.add_argument("--total-steps", type=int, default=1_000_000, help="env steps per run")
-    p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
-    p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "mujoco", help="tables and plots")
-    p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "mujoco_benchmark", help="run directories")
+    p.add_argument("--seeds", nargs="+", type=seed_int, default=[1, 2, 3])
+    p.add_argument("--total-steps", type=positive_int, default=1_000_000, help="env steps per run")
+    p.add_argument("--jobs", type=positive_int, default=2, help="runs in parallel")
+    p.add_argument("--out", type=caller_path, default=ROOT / "experiments" / "results" / "mujoco", help="tables and plots")
+    p.add_argument("--runs-dir", type=caller_path, default=ROOT / "runs" / "mujoco_benchmark", help="run directories")
     p.add_argument("--quick", action="store_true", help="smoke preset: HalfCheetah, 2 seeds, 8192 steps")
     p.add_argument("--report-only", action="store_true",
                    help="rebuild the tables and plots from finished runs (notes below the results.md marker are kept)")
@@ -123,7 +123,7 @@ def main(argv=None, prog=None) -> None:
     if args.sb3_worker:
         env, seed, steps, out = args.sb3_worker
         sb3_worker(env, int(seed), int(steps), Path(out))
-        return
+        return 0
     if args.quick:
         args.envs, args.seeds, args.total_steps = ["HalfCheetah-v5"], [1, 2], 8192
     variants = SUITES[args.suite]
@@ -132,21 +132,29 @@ def main(argv=None, prog=None) -> None:
         if unknown:
             p.error(f"unknown variants {sorted(unknown)}; choose from {sorted(variants)}")
         variants = {k: variants[k] for k in args.variants}
+    from core.envs import check_env_id
+
+    for env in args.envs:  # an unknown env: one line before any run starts
+        check_env_id(env)
     out = args.out / args.suite if args.suite != "main" else args.out
     runs = args.runs_dir / args.suite
-    out.mkdir(parents=True, exist_ok=True)
+    statuses = []
     if not args.report_only:
         jobs = [(env, v, f, s) for env in args.envs for s in args.seeds for v, f in variants.items()]
         print(f"{len(jobs)} runs, {args.jobs} at a time, into {runs}", flush=True)
         with ThreadPoolExecutor(args.jobs) as pool:
             for msg in pool.map(lambda j: run_one(runs, j[0], j[1], j[2], j[3], args.total_steps), jobs):
                 print(msg, flush=True)
+                statuses.append(msg)
+    if statuses and all(s.startswith("FAILED") for s in statuses):
+        return failures(statuses)  # nothing to report
     from experiments.mujoco_report import write_report
 
+    out.mkdir(parents=True, exist_ok=True)
     command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
     write_report(out, runs, args.envs, list(variants), args.seeds, args.total_steps, command)
+    return failures(statuses)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    main()
+    script_main(main)

@@ -28,3 +28,58 @@ def run_command(cmd: Sequence[str], run_dir: Path) -> str:
     if proc.returncode != 0:
         return f"FAILED {run_dir}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
     return f"done {run_dir} in {time.time() - t0:.0f}s"
+
+
+# --- command-line plumbing shared by the benchmark scripts -------------------------------------------------------
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (one-line error otherwise)."""
+    import argparse
+
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed in 0 .. 2**32-1."""
+    import argparse
+
+    value = int(text)
+    if not 0 <= value <= 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"must be in 0 .. 2**32-1, got {value}")
+    return value
+
+
+def caller_path(text: str) -> Path:
+    """argparse type: a path relative to the caller's directory (the runs themselves start in the repository)."""
+    return Path(text).expanduser().resolve()
+
+
+def parser(prog, description: str):
+    """A benchmark script's parser: usage errors are one line and exit 2."""
+    import argparse
+
+    from core.cli_config import OneLineParser
+
+    return OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def failures(statuses: Sequence[str]) -> int:
+    """Exit code of a sweep: 1 (with one line naming how many and the first) when any run failed, else 0."""
+    failed = [s for s in statuses if s.startswith("FAILED")]
+    if failed:
+        print(f"error: {len(failed)} of {len(statuses)} runs failed; first: {failed[0]}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def script_main(main) -> None:
+    """``if __name__ == "__main__"`` of a benchmark script: one line and exit 2 for a bad input it finds late."""
+    from core.config import ConfigError
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        sys.exit(main() or 0)
+    except ConfigError as e:
+        print(f"{Path(sys.argv[0]).name}: error: {e}", file=sys.stderr)
+        sys.exit(2)

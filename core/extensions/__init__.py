@@ -37,6 +37,10 @@ class Extension:
     def __init__(self, options: Any, trainer: Any):
         self.options = options
 
+    @classmethod
+    def check(cls, options: Any, cfg: Any, action_space: Any) -> None:
+        """Refuse (ConfigError) a config or env the extension cannot act on; runs before the run directory exists."""
+
     def describe(self) -> str:
         """A phrase for the run's settings line."""
         return self.name
@@ -132,6 +136,12 @@ def parse_cli(words: list[str]) -> dict[str, Optional[dict]]:
         return {name: parse_kwargs_text(rest)}
     except ConfigError as e:
         raise ConfigError(f"--ext {name}: {e}") from e
+
+
+def check_all(specs: dict[str, dict], cfg: Any, action_space: Any) -> None:
+    """Every resolved extension's :meth:`Extension.check` against the config and the env's action space."""
+    for name, options in specs.items():
+        get(name).check(get(name).Options(**options), cfg, action_space)
 
 
 def build(specs: dict[str, dict], trainer: Any) -> list[Extension]:

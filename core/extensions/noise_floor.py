@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -68,15 +69,21 @@ class NoiseFloor(Extension):
     Options = NoiseFloorOptions
     summary = "floor under the Gaussian policy's log-std, optionally relative to the action range and falling."
 
+    @classmethod
+    def check(cls, options: NoiseFloorOptions, cfg, action_space) -> None:
+        if not isinstance(action_space, gym.spaces.Box):
+            raise ConfigError(f"extension noise_floor acts on a Gaussian policy's noise, and {cfg.env} has "
+                              f"{type(action_space).__name__} actions; remove it (--ext noise_floor off)")
+        if options.log_std_min > cfg.log_std_init:
+            raise ConfigError(f"extension noise_floor: log_std_min {options.log_std_min} is above the initial log-std "
+                              f"{cfg.log_std_init} (--log-std-init); the floor would move it at once")
+        if options.relative:
+            log_half_range(action_space, "cpu")
+
     def __init__(self, options: NoiseFloorOptions, trainer):
         super().__init__(options, trainer)
-        log_std = getattr(trainer.actor, "log_std", None)
-        if not isinstance(log_std, torch.nn.Parameter):
-            raise ConfigError(f"extension noise_floor acts on a Gaussian policy's noise, and {trainer.cfg.env} has "
-                              f"{type(trainer.action_space).__name__} actions; remove it (--ext noise_floor off)")
-        if options.log_std_min > trainer.cfg.log_std_init:
-            raise ConfigError(f"extension noise_floor: log_std_min {options.log_std_min} is above the initial log-std "
-                              f"{trainer.cfg.log_std_init} (--log-std-init); the floor would move it at once")
+        self.check(options, trainer.cfg, trainer.action_space)
+        log_std = trainer.actor.log_std
         self.offset = (log_half_range(trainer.action_space, log_std.device) if options.relative
                        else torch.zeros((), device=log_std.device))
 

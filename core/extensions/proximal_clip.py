@@ -36,12 +36,15 @@ class ProximalClip(Extension):
     Options = ProximalClipOptions
     summary = "clip stale data's ratio around the policy at the start of the update (Hilton et al. 2021)."
 
-    def __init__(self, options: ProximalClipOptions, trainer):
-        super().__init__(options, trainer)
-        c = trainer.cfg
+    @classmethod
+    def check(cls, options: ProximalClipOptions, c, action_space) -> None:
         if not (c.overlap or c.window > c.num_envs * c.num_steps):
             raise ConfigError("extension proximal_clip re-anchors stale data, and there is none: add --overlap or a "
                               f"--window above one rollout ({c.num_envs * c.num_steps} transitions)")
+
+    def __init__(self, options: ProximalClipOptions, trainer):
+        super().__init__(options, trainer)
+        self.check(options, trainer.cfg, trainer.action_space)
         self.lag: dict[str, float] = {}
 
     def describe(self) -> str:
