@@ -23,7 +23,7 @@ ENV_PRESETS = {
                     gae_lambda=0.8, num_epochs=20, num_minibatches=1, lr=1e-3),
     "continuous": dict(_COMMON, num_envs=1, num_steps=2048, norm_obs=True, norm_reward=True, gamma=0.99,
                        gae_lambda=0.95, num_epochs=10, num_minibatches=32, lr=3e-4),
-    "atari": dict(_KL_RULE_OFF, **_FLOOR_SHAPE_OFF, backend="envpool", precision="auto", clip_eps=0.1, ent_coef=0.01,
+    "atari": dict(_KL_RULE_OFF, **_FLOOR_SHAPE_OFF, backend="auto", precision="auto", clip_eps=0.1, ent_coef=0.01,
                   eval_deterministic=False, log_std_init=0.0, num_envs=8, num_steps=128, norm_obs=False,
                   norm_reward=False, gamma=0.99, gae_lambda=0.95, num_epochs=4, num_minibatches=4, lr=2.5e-4),
 }
