@@ -55,8 +55,8 @@ class TrainConfig:
     """Steps per env per rollout (preset: 32 classic, 2048 continuous)."""
     backend: Optional[Literal["auto", "sync", "async", "envpool"]] = None
     """Rollout backend: sync | async (Gymnasium vector envs; exact resume needs sync) | envpool | auto
-    (EnvPool for the ids it supports, else sync). Preset: sync, envpool for Atari (EnvPool does the
-    DQN preprocessing in C++: 84x84 grey, frame skip 4, stack 4, no-op starts, episodic life)."""
+    (EnvPool for the ids it supports, else sync). Preset: sync, auto for Atari (EnvPool's DQN preprocessing
+    in C++: 84x84 grey, frame skip 4, stack 4, no-op starts, episodic life; without EnvPool the same on ale-py)."""
     overlap: bool = False
     """Collect the next rollout while the learner updates (double buffering; the data are one update old,
     and --proximal-clip, on with it, re-anchors the clip). CPU MLP policies with NumPy acting (sync/EnvPool

@@ -118,8 +118,8 @@ def bench_atari(devices: list[str], tiny: bool) -> None:
 
 def bench_dt(devices: list[str], tiny: bool) -> None:
     """One DAPO-DT training step (forward, weighted imitation + value loss, backward, clip, AdamW) of the
-    default Pong model (context 50, 3 layers, width 128, batch 16) on a synthetic batch: the model's cost
-    without the dataset sampling (CPU numpy, the same on both devices)."""
+    default Pong model (context 50, 3 layers, width 128, batch 16; 2 with ``tiny``) on a synthetic batch: the
+    model's cost without the dataset sampling (CPU numpy, the same on both devices)."""
     import torch
 
     from core.losses import weighted_action_loss
@@ -127,7 +127,7 @@ def bench_dt(devices: list[str], tiny: bool) -> None:
     from dapo_dt.model import DecisionTransformer, DTModelConfig
 
     c = resolve(DTConfig(dataset="synthetic"))
-    B, K = c.batch_size, c.context_len
+    B, K = 2 if tiny else c.batch_size, c.context_len
     torch.set_num_threads(c.torch_threads)  # as DTTrainer does (1 by default)
     for device in devices:
         torch.manual_seed(0)
