@@ -342,7 +342,8 @@ def main(argv=None) -> int:
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("gpu_check: error: CUDA is not available (use --device cpu for a dry run)", file=sys.stderr)
+        print("gpu_check: error: CUDA is not available (gpu_check.sh --dry-run rehearses the check on the CPU)",
+              file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
