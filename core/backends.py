@@ -10,7 +10,8 @@ episode statistics and truncation bootstrapping are identical across them:
   and from episode statistics) and reports the returned observation of the ending step as its final one.
 
 Atari ids (``ALE/<Game>-v5``) run on EnvPool with its v5 defaults, which differ from Gymnasium's ALE
-v5 in one respect: no sticky actions (``repeat_action_probability`` 0 instead of 0.25).
+v5 in one respect: no sticky actions (``repeat_action_probability`` 0 instead of 0.25); without EnvPool
+(or with ``sync``/``async``) on ale-py with the same preprocessing (``core/atari.py``).
 Learning and reporting may see different episodes: on Atari the learner gets sign-clipped rewards and
 a termination at every life loss ("episodic life", Mnih et al. 2015), while ``score`` and
 ``game_over`` describe the full game with its raw score, which is what results report.
@@ -137,9 +138,9 @@ def envpool_supports(env_id: str) -> bool:
 
 def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 0, training: bool = True,
                  env_kwargs: Optional[dict] = None):
-    """Build the requested backend; ``auto`` picks EnvPool for ids it supports, else sync Gymnasium.
-    ``training=False`` gives evaluation envs (on Atari: whole games, unclipped rewards).  ``env_kwargs`` go to
-    the env's constructor (Gymnasium backends only)."""
+    """Build the requested backend; ``auto`` picks EnvPool for ids it supports, else sync Gymnasium (Atari ids
+    without EnvPool: :class:`core.atari.AtariBackend`, sync or async).  ``training=False`` gives evaluation envs
+    (on Atari: whole games, unclipped rewards).  ``env_kwargs`` go to the env's constructor (Gymnasium only)."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown --backend '{backend}'; choose one of: {', '.join(BACKENDS)}")
     if backend == "envpool" or (backend == "auto" and envpool_supports(env_id) and not env_kwargs):
@@ -149,4 +150,9 @@ def make_backend(env_id: str, num_envs: int, backend: str = "sync", seed: int = 
             raise ConfigError(f"EnvPool does not provide '{env_id}' (or is not installed: pip install envpool); "
                               "use --backend sync or async")
         return EnvPoolBackend(env_id, num_envs, seed, training)
+    if is_atari(env_id):  # ale-py with EnvPool's preprocessing, in Gymnasium vector envs (core/atari.py)
+        if env_kwargs:
+            raise ConfigError("--env-kwargs are not supported for Atari ids (their preprocessing is fixed); drop them")
+        from core.atari import AtariBackend
+        return AtariBackend(env_id, num_envs, asynchronous=backend == "async", training=training)
     return GymnasiumBackend(env_id, num_envs, backend == "async", env_kwargs)

@@ -57,7 +57,7 @@ class TrainConfig:
     """Steps per env per rollout (preset: 32, 2048 MuJoCo, 128 Atari)."""
     backend: Optional[Literal["auto", "sync", "async", "envpool"]] = None
     """Vector-env backend (preset: sync; auto for Atari). async runs envs in subprocesses (no exact resume); auto
-    takes EnvPool where it has the env, else sync."""
+    takes EnvPool where it has the env, else sync; Atari without EnvPool runs on ale-py with the same preprocessing."""
     norm_obs: Optional[bool] = None
     """Normalise observations by running mean/std (preset: MuJoCo only)."""
     norm_reward: Optional[bool] = None

@@ -129,8 +129,8 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
     out their observation buffer without copying (consumers copy); async envs use shared memory."""
     gym_id = resolve_env_id(env_id)
     if is_atari(env_id):
-        raise ConfigError(f"{env_id}: Atari runs use EnvPool's C++ preprocessing; use --backend envpool "
-                          "(or auto) and install it with: pip install envpool")
+        raise ConfigError(f"{env_id}: Atari ids need the DQN preprocessing of core.atari.AtariBackend or EnvPool; "
+                          "make them with core.backends.make_backend")
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
     kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
     try:

@@ -14,8 +14,8 @@ from core.envs import ObsNormalizer, is_atari, to_env_actions
 
 
 def evaluation_envs(env_id: str, seed: int, env_kwargs: Optional[dict] = None):
-    """One evaluation env: EnvPool's whole-game Atari, else a sync Gymnasium env."""
-    return make_backend(env_id, 1, "envpool" if is_atari(env_id) else "sync", seed, training=False,
+    """One evaluation env: whole Atari games (EnvPool's if installed, else ale-py's), else a sync Gymnasium env."""
+    return make_backend(env_id, 1, "auto" if is_atari(env_id) else "sync", seed, training=False,
                         env_kwargs=env_kwargs)
 
 

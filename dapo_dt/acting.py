@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.backends import EnvPoolBackend
+from core.backends import EnvPoolBackend, make_backend
 from dapo_dt.model import DecisionTransformer
 
 
@@ -53,7 +53,8 @@ def play(model: DecisionTransformer, env_id: str, episodes: int, num_envs: int, 
     sampled from the model's softmax with a generator seeded by ``seed``.  ``record`` keeps the frames."""
     model.eval()
     K = model.cfg.context_len
-    envs = EnvPoolBackend(env_id, num_envs, seed, training=False)
+    envs = make_backend(env_id, num_envs, "auto", seed, training=False)  # EnvPool if installed, else ale-py
+    same_step = not isinstance(envs, EnvPoolBackend)  # Gymnasium: a game's last step shows the next game
     gen = torch.Generator(device=device).manual_seed(seed)
     obs = envs.reset(seed)
     quota = [math.ceil(episodes / num_envs)] * num_envs
@@ -74,18 +75,20 @@ def play(model: DecisionTransformer, env_id: str, episodes: int, num_envs: int, 
                 ctx[i] = _Context(target_return, step.obs[i, -1].copy() if record else None)
                 waiting[i] = False
                 continue
-            if waiting[i] or quota[i] == 0:
-                continue
-            c.actions.append(int(actions[i]))
-            c.rewards.append(float(step.score[i]))
-            c.logp.append(float(logp[i]))
-            c.rtg.append(c.rtg[-1] - float(step.score[i]))
-            if record:
-                c.frames.append((step.final_obs if step.game_over[i] else step.obs)[i, -1].copy())
-            if step.game_over[i] or len(c.actions) >= max_steps:
-                finished.append(c.episode(record))
-                quota[i] -= 1
-                waiting[i] = not step.game_over[i]
+            if not (waiting[i] or quota[i] == 0):
+                c.actions.append(int(actions[i]))
+                c.rewards.append(float(step.score[i]))
+                c.logp.append(float(logp[i]))
+                c.rtg.append(c.rtg[-1] - float(step.score[i]))
+                if record:
+                    c.frames.append((step.final_obs if step.game_over[i] else step.obs)[i, -1].copy())
+                if step.game_over[i] or len(c.actions) >= max_steps:
+                    finished.append(c.episode(record))
+                    quota[i] -= 1
+                    waiting[i] = not step.game_over[i]
+            if same_step and step.game_over[i]:  # this step's observation is the next game's first
+                ctx[i] = _Context(target_return, step.obs[i, -1].copy() if record else None)
+                waiting[i] = False
         obs = step.obs
     envs.close()
     return finished[:episodes]

@@ -4,7 +4,7 @@ Nothing is downloaded: ``collect`` plays whole games with a mixture of behaviour
 checkpoints or snapshots of several qualities) plus epsilon noise and writes the episodes with
 Minari.  Each step stores only the newest 84x84 grey frame (4x less disk than the stack); the
 4-frame stacks the policies saw are rebuilt on loading, padding an episode's start with its first
-frame exactly as EnvPool's stack does at reset.
+frame exactly as EnvPool's stack (and core/atari.py's) does at reset.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.backends import EnvPoolBackend, envpool_supports
+from core.backends import EnvPoolBackend, make_backend
 from core.checkpoint import load_checkpoint
 from core.config import ConfigError
-from core.envs import is_atari
+from core.envs import check_env_id, is_atari
 from core.logging import Progress
 from core.networks import build_networks
 
@@ -87,7 +87,8 @@ def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, n
     games, i.e. weak policies).
     """
     _check_collect_args(env_id, policies, epsilon, steps, name, num_envs)
-    envs = EnvPoolBackend(env_id, num_envs, seed, training=False)
+    envs = make_backend(env_id, num_envs, "auto", seed, training=False)  # EnvPool if installed, else ale-py
+    same_step = not isinstance(envs, EnvPoolBackend)  # Gymnasium: a game's last step shows the next game
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
     actors, labels = zip(*(load_policy(p, env_id, obs_space, act_space) for p in policies))
     owner = np.arange(num_envs) % len(actors)
@@ -122,6 +123,8 @@ def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, n
                 done_eps.append((ep, bool(step.truncated[i] and not step.terminated[i])))
                 recorded += len(ep.actions)
                 bar.update(min(recorded, steps), 0.0, float(sum(ep.rewards)))
+                if same_step:  # this step's observation is the next game's first
+                    live[i] = _Episode(step.obs[i, -1].copy(), int(owner[i])) if recorded < steps else None
         obs = step.obs
     bar.close()
     envs.close()
@@ -167,8 +170,9 @@ def _check_collect_args(env_id: str, policies: Sequence[Path], epsilon: float, s
     if num_envs < len(policies):
         raise ConfigError(f"--num-envs {num_envs} is smaller than the {len(policies)} policies: some would never "
                           f"play; use --num-envs >= {len(policies)}")
-    if not is_atari(env_id) or not envpool_supports(env_id):
-        raise ConfigError(f"--env {env_id}: datasets are made for Atari ids such as ALE/Pong-v5 (needs envpool)")
+    if not is_atari(env_id):
+        raise ConfigError(f"--env {env_id}: datasets are made for Atari ids such as ALE/Pong-v5")
+    check_env_id(env_id)
     if not policies:
         raise ConfigError("give at least one --policy RUN_DIR (a run trained with 'dapo run' on this env)")
     if not 0 <= epsilon <= 1:

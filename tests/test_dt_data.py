@@ -1,6 +1,7 @@
 """dapo_dt datasets (Minari round trip, K-step windows), training losses, the adaptive clip, and a tiny
 collect -> train -> eval run through the CLI."""
 import json
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -271,9 +272,14 @@ def test_human_normalised_scores():
 
 
 @pytest.mark.slow
-def test_collect_train_eval_end_to_end(tmp_path, capsys):
+@pytest.mark.parametrize("envpool", ["installed", "hidden"])
+def test_collect_train_eval_end_to_end(tmp_path, capsys, monkeypatch, envpool):
     """A 256-step Pong PPO run as behaviour policy -> a Minari dataset of whole games -> DAPO-DT offline +
-    online -> evaluation, all through the CLI."""
+    online -> evaluation, all through the CLI; on EnvPool and, with it hidden, on ale-py (core/atari.py)."""
+    if envpool == "hidden":
+        monkeypatch.setitem(sys.modules, "envpool", None)
+    else:
+        pytest.importorskip("envpool")
     policy = tmp_path / "ppo"
     assert main(["run", "--env", "ALE/Pong-v5", "--algo", "ppo", "--total-steps", "256", "--num-envs", "2",
                  "--num-steps", "64", "--snapshot-every", "128", "--eval-episodes", "0", "--no-progress",
