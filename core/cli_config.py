@@ -146,7 +146,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str
         elif origin is tuple:
             group.add_argument(name, nargs="+", type=_scalar_parser(typing.get_args(tp)[0], False), metavar="N", **kw)
         elif origin is dict:
-            group.add_argument(name, type=parse_kwargs_text, metavar="K=V", **kw)
+            group.add_argument(name, type=_kwargs_argument, metavar="K=V", **kw)
         else:
             group.add_argument(name, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper()[0], **kw)
     return groups
@@ -163,7 +163,10 @@ def _literal(raw: str) -> Any:
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return raw
+        try:
+            return float(raw)  # inf, nan: numbers, which the option's own check then judges
+        except ValueError:
+            return raw
     return value if isinstance(value, (int, float, bool, str, tuple, list)) else raw
 
 
@@ -182,6 +185,14 @@ def parse_kwargs_text(text: str) -> dict[str, Any]:
             raise ConfigError(f"'{key}' is set twice; give each key once")
         out[key] = _literal(raw)
     return out
+
+
+def _kwargs_argument(text: str) -> dict[str, Any]:
+    """argparse type for ``--env-kwargs``: its own message instead of argparse's 'invalid value'."""
+    try:
+        return parse_kwargs_text(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 # --- YAML --------------------------------------------------------------------------------------------------------

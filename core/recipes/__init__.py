@@ -31,6 +31,8 @@ def find(name: str, dirs: Iterable[Path], near: Optional[Path] = None) -> Path:
     for its ``base``) or one of ``dirs``."""
     if is_path(name):
         path = Path(name).expanduser()
+        if path.exists() and not path.is_file():
+            raise ConfigError(f"recipe file {name} is not a file; give the path of a YAML file")
         if not path.is_file():
             raise ConfigError(f"recipe file {name} does not exist; give a path to a YAML file or a recipe name")
         return path
