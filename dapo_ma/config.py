@@ -15,7 +15,8 @@ from core import recipes
 from core.cli_config import parse_kwargs_text
 from core.config import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
 
-MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
+MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg", "dapo-maddpg")
+OFF_POLICY_ALGOS = ("maddpg", "dapo-maddpg")
 ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
 
 
@@ -31,8 +32,9 @@ class MAConfig:
     """Env constructor arguments, e.g. 'N=3 max_cycles=25 continuous_actions=True'. Values are Python literals, else
     strings."""
     algo: str = "dapo-ma"
-    """Algorithm: ippo (local critics) | mappo (centralised critic, one shared clip) | dapo-ma
-    (centralised critic, per-agent eps_pi/eps_V, shared dynamic-sampling buffer) | maddpg (off-policy CTDE)."""
+    """Algorithm (all are listed above). ippo: local critics; mappo: a centralised critic, one clip; dapo-ma: per-agent
+    eps_pi/eps_V over a shared dynamic-sampling buffer; maddpg: off-policy CTDE; dapo-maddpg: MADDPG with shared
+    replay priorities and per-agent clips (docs/algorithms.md)."""
     total_steps: int = 200_000
     """Total environment steps: joint steps of one env copy (all agents act once), summed over copies."""
     seed: int = 1
@@ -95,7 +97,8 @@ class MAConfig:
     clip_value: bool = True
     """Clip the value prediction around V_old (with clip_eps, or with the eps_V schedule when optimisers are separate)."""
     per_agent_clips: Optional[bool] = None
-    """Every agent has its own eps_pi[i] and eps_V[i], adapted by its own health monitors (preset: dapo-ma only)."""
+    """Per-agent eps_pi[i] and eps_V[i], adapted by per-agent monitors (preset: dapo-ma, dapo-maddpg). For
+    dapo-maddpg they clip each agent's Q and action around the target networks'."""
     eps_v_start: float = 0.5
     """Value clip eps_V[i] at the start of training (separate optimisers)."""
     eps_v_end: float = 0.3
@@ -105,7 +108,8 @@ class MAConfig:
 
     # --- sampler
     dynamic_sampling: Optional[bool] = None
-    """Draw minibatches with p = softmax(|A|/max|A| / T) over all agents' transitions (preset: dapo-ma only)."""
+    """Draw minibatches with p = softmax(w/max w / T) (preset: dapo-ma, dapo-maddpg). dapo-ma: w = |A| of every agent's
+    transitions; dapo-maddpg: w = the agents' mean |TD error| of each joint transition in the replay buffer."""
     window: Optional[int] = None
     """Shared buffer capacity in agent transitions (default: one rollout of all agents)."""
     temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
@@ -170,22 +174,26 @@ class MAConfig:
 RECIPES = Path(__file__).parent / "recipes"  # one per algorithm, plus any shipped variants
 MADDPG_ONLY = ("buffer_size", "batch_size", "tau", "learning_starts", "train_every", "gumbel_temperature",
                "exploration_noise")
-ON_POLICY_ONLY = ("gae_lambda", "norm_reward", "num_epochs", "num_minibatches", "anneal_lr",
-                  "separate_optimizers", "norm_adv", "ent_coef", "vf_coef", "clip_eps", "clip_eps_high", "clip_value",
-                  "per_agent_clips", "eps_v_start", "eps_v_end", "eps_v_schedule", "dynamic_sampling", "window",
-                  "temperature_mode", "temperature_init", "temperature_decay", "temperature_min", "ess_target",
-                  "temperature_lr", "importance_correction", "health_monitors", "collapse_window", "collapse_drop",
-                  "collapse_min_gain", "divergence_window", "divergence_factor")
+ON_POLICY_ONLY = ("gae_lambda", "norm_reward", "num_epochs", "num_minibatches", "anneal_lr", "separate_optimizers",
+                  "norm_adv", "ent_coef", "vf_coef", "clip_value", "window")
+DAPO_OPTIONS = ("clip_eps", "clip_eps_high", "per_agent_clips", "eps_v_start", "eps_v_end", "eps_v_schedule",
+                "dynamic_sampling", "temperature_mode", "temperature_init", "temperature_decay", "temperature_min",
+                "ess_target", "temperature_lr", "importance_correction", "health_monitors", "collapse_window",
+                "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")
 # Options given explicitly that the resolved algorithm would ignore are refused (core.config.check_inactive).
 INACTIVE_WHEN = {
-    **{k: (lambda c: c.algo in ON_POLICY_ALGOS, "it is an option of maddpg") for k in MADDPG_ONLY},
-    **{k: (lambda c: c.algo == "maddpg", "maddpg is off-policy: it has no clipped surrogate, sampler or monitors")
-       for k in ON_POLICY_ONLY},
-    "centralised_critic": (lambda c: c.algo == "maddpg", "maddpg's critic is always centralised"),
-    "critic_lr": (lambda c: c.algo != "maddpg" and not c.separate_optimizers, "it needs separate optimisers"),
-    **{k: (lambda c: c.algo == "maddpg" or not c.dynamic_sampling, "it needs --dynamic-sampling")
-       for k in ("window", "temperature_mode", "temperature_init", "importance_correction")},
-    **{k: (lambda c: c.algo == "maddpg" or not c.health_monitors, "it needs --health-monitors")
+    **{k: (lambda c: c.algo in ON_POLICY_ALGOS, "it is an option of maddpg and dapo-maddpg") for k in MADDPG_ONLY},
+    **{k: (lambda c: c.algo in OFF_POLICY_ALGOS, f"{k} belongs to the on-policy algorithms") for k in ON_POLICY_ONLY},
+    **{k: (lambda c: c.algo == "maddpg", "plain maddpg has no clips, prioritized sampling or monitors (dapo-maddpg has)")
+       for k in DAPO_OPTIONS},
+    "centralised_critic": (lambda c: c.algo in OFF_POLICY_ALGOS, "MADDPG's critic is always centralised"),
+    "critic_lr": (lambda c: c.algo in ON_POLICY_ALGOS and not c.separate_optimizers, "it needs separate optimisers"),
+    **{k: (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling")
+       for k in ("temperature_mode", "temperature_init", "importance_correction")},
+    **{k: (lambda c: c.algo == "maddpg" or (c.algo == "dapo-maddpg" and not c.per_agent_clips),
+           "it needs dapo-maddpg's --per-agent-clips") for k in ("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end",
+                                                                 "eps_v_schedule")},
+    **{k: (lambda c: not c.health_monitors, "it needs --health-monitors")
        for k in ("collapse_window", "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")},
 }
 

@@ -1,4 +1,4 @@
-"""MADDPG (Lowe et al. 2017): the off-policy CTDE baseline, same envs, networks and loop as the rest.
+"""MADDPG (Lowe et al. 2017) and DAPO on it: the off-policy CTDE trainer, same envs, networks and loop as the rest.
 
 Deterministic decentralised actors ``mu_i(o_i)``; centralised critics ``Q_i(o_1..o_A, a_1..a_A)``.
 For a minibatch of joint transitions from the replay buffer::
@@ -11,6 +11,10 @@ For a minibatch of joint transitions from the replay buffer::
 Discrete actions are one-hot vectors from a straight-through Gumbel-softmax (Jang et al. 2017) on
 the actor's logits, so gradients flow into ``mu_i`` through ``Q_i``; continuous actions are a
 tanh squashed into the action box, explored with Gaussian noise.
+
+``dapo-maddpg`` adds two ingredients, each switchable and the identity when off (:mod:`dapo_ma.dapo_maddpg`):
+shared sampling weights over the replay buffer (``--dynamic-sampling``) and per-agent clip parameters
+(``--per-agent-clips``), adapted by per-agent health monitors.
 """
 from __future__ import annotations
 
@@ -24,8 +28,12 @@ import torch
 from torch import Tensor, nn
 
 from core.health import all_finite
+from core.sampler import Temperature
+from dapo_ma import dapo_maddpg as dm
+from dapo_ma.clips import AgentClips, ClipRanges
 from dapo_ma.config import MAConfig
 from dapo_ma.envs import ActionLayout, EnvSpec
+from dapo_ma.health import AgentHealth
 from dapo_ma.loop import MATrainerBase
 from dapo_ma.networks import MASKED_LOGIT, AgentMLP, critic_inputs
 from dapo_ma.replay import JointTransitions, ReplayBuffer
@@ -115,7 +123,21 @@ class MADDPGTrainer(MATrainerBase):
         self.target_actor, self.target_critic = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.replay = ReplayBuffer(cfg.buffer_size, A, spec.obs_dim, spec.layout.size, dev)
+        self.prioritized = bool(cfg.dynamic_sampling)  # dapo-maddpg's shared sampling weights
+        if self.prioritized:
+            temperature = Temperature(cfg.temperature_mode, cfg.temperature_init, cfg.temperature_decay,
+                                      cfg.temperature_min, cfg.ess_target, cfg.temperature_lr)
+            self.replay = dm.SharedPriorityReplay(cfg.buffer_size, dev, temperature, cfg.importance_correction,
+                                                  cfg.seed)
+        else:
+            self.replay = ReplayBuffer(cfg.buffer_size, A, spec.obs_dim, spec.layout.size, dev)
+        # dapo-maddpg's per-agent clip parameters (applied with --per-agent-clips; else MADDPG's unclipped losses,
+        # the remedies still widening the ranges that would apply) and per-agent health monitors
+        self.clips = AgentClips(A, cfg.clip_eps, cfg.clip_eps_high, True, True, cfg.eps_v_start, cfg.eps_v_end,
+                                cfg.eps_v_schedule, True)
+        self.clipping = bool(cfg.per_agent_clips)
+        self.health = AgentHealth(A, bool(cfg.health_monitors), cfg.collapse_window, cfg.collapse_drop,
+                                  cfg.collapse_min_gain, cfg.divergence_window, cfg.divergence_factor)
         self.generator = torch.Generator(device=dev)
         self.generator.manual_seed(cfg.seed)
         self.agent_id = torch.arange(A, device=dev)
@@ -141,7 +163,10 @@ class MADDPGTrainer(MATrainerBase):
 
     def iterate(self) -> dict[str, float]:
         c = self.cfg
+        self.critic_opt.param_groups[0]["lr"] = c.critic_lr * self.health.critic_lr_scale  # divergence remedy
         t0, episodes, sums, n_updates = time.perf_counter(), [], {}, 0
+        if self.prioritized and self.replay.size:
+            self.replay.sampler.temperature.on_rollout(self.replay.sampler.window().advantages)  # ema / learnable
         for _ in range(c.num_steps):
             obs = torch.as_tensor(self.envs.obs, device=self.device)
             with torch.no_grad():
@@ -163,33 +188,95 @@ class MADDPGTrainer(MATrainerBase):
                 n_updates += 1
         self.iteration += 1
         train = {k: v / max(n_updates, 1) for k, v in sums.items()}
-        per_agent = {f"agent/{a}/q_mean": train.pop(f"q_mean_{i}", float("nan")) for i, a in enumerate(self.spec.agents)}
+        per_agent = {}
+        for i, a in enumerate(self.spec.agents):
+            per_agent.update({f"agent/{a}/{name}": train.pop(f"{name}_{i}", float("nan"))
+                              for name in ("q_mean", "value_error", "actor_clip_fraction", "critic_clip_fraction")})
+        self._watch_health(episodes, np.array([per_agent[f"agent/{a}/value_error"] for a in self.spec.agents]))
+        sampler = self.replay.sampler.stats() if self.prioritized and self.replay.size else {}
+        if self.clipping:
+            ranges = self.clips.ranges(self.global_step / c.total_steps, self.device)
+            for i, a in enumerate(self.spec.agents):
+                per_agent.update({f"agent/{a}/eps_pi": float(ranges.eps_low[i]), f"agent/{a}/eps_V": float(ranges.eps_v[i])})
         return {**self.episode_metrics(episodes), **{f"train/{k}": v for k, v in train.items()}, **per_agent,
-                "train/updates": n_updates, **{f"health/{k}": v for k, v in self.health_counts.items()},
+                **sampler, "train/updates": n_updates, **{f"health/{k}": v for k, v in self.health_counts.items()},
                 "time/iteration_s": time.perf_counter() - t0}
 
-    def critic_loss(self, batch: JointTransitions) -> tuple[Tensor, Tensor]:
-        """``L_Q`` and the mean ``Q_i`` per agent ``(A,)`` on a minibatch (see the module docstring)."""
+    def _watch_health(self, episodes, value_errors: np.ndarray) -> None:
+        """dapo-maddpg's per-agent monitors (a no-op when they are off): a collapse restores the agent's actor
+        (and the target actor, the clip anchor) and widens its eps_pi; a divergence its eps_V and the critic lr."""
+        if not self.cfg.health_monitors:
+            return
+        returns = np.stack([ep.returns for ep in episodes]) if episodes else np.zeros((0, self.n_agents))
+        for name, detail in self.health.watch(self.actor, self.clips, self.cfg.parameter_sharing, returns, value_errors):
+            self.record(name, detail)
+            if name == "policy_collapse":
+                self.target_actor.load_state_dict(self.actor.state_dict())
+
+    def critic_loss(self, batch: JointTransitions, ranges: Optional[ClipRanges] = None,
+                    weights: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, dict]:
+        """``L_Q``, the mean ``Q_i`` per agent ``(A,)``, the TD errors ``y - Q`` ``(B, A)`` and per-agent diagnostics;
+        with ``ranges`` agent i's Q is clipped around the target critic's by eps_V[i] (dapo-maddpg), with ``weights``
+        ``(B,)`` each sample's loss is weighted (importance correction)."""
         ids = self.agent_id.expand(batch.obs.shape[0], -1)
         with torch.no_grad():
             next_act, _ = self.target_actor(batch.next_obs, ids, explore=True)
             q_next = self.target_critic(batch.next_obs, joint_actions(next_act), ids)  # (B, A)
             y = batch.rewards + self.cfg.gamma * (~batch.terminated).float() * q_next
         q = self.critic(batch.obs, joint_actions(batch.actions), ids)
-        return (q - y).pow(2).mean(), q.detach().mean(0)
+        diag = {}
+        if ranges is None:
+            per = (q - y).pow(2)
+        else:
+            with torch.no_grad():
+                anchor = self.target_critic(batch.obs, joint_actions(batch.actions), ids)
+            per, diag["critic_clip_fraction"] = dm.clipped_q(q, anchor, y, ranges.eps_v)
+        loss = per.mean() if weights is None else (per * weights[:, None]).mean()
+        diag["value_error"] = (q - y).detach().pow(2).mean(0)
+        return loss, q.detach().mean(0), (y - q).detach(), diag
 
-    def actor_loss(self, batch: JointTransitions) -> Tensor:
-        """``L_mu``: each agent's critic scores the buffer's joint action with its own slot from ``mu_i``."""
+    def actor_loss(self, batch: JointTransitions, ranges: Optional[ClipRanges] = None,
+                   weights: Optional[Tensor] = None) -> tuple[Tensor, dict]:
+        """``L_mu``: each agent's critic scores the buffer's joint action with its own slot from ``mu_i``; with
+        ``ranges`` agent i's action is kept within eps_pi[i] of the target actor's (dapo-maddpg)."""
         ids = self.agent_id.expand(batch.obs.shape[0], -1)
-        pi_act, raw = self.actor(batch.obs, ids, explore=True)
+        diag = {}
+        if ranges is None:
+            pi_act, raw = self.actor(batch.obs, ids, explore=True)
+        else:
+            pi_act, raw, diag["actor_clip_fraction"] = self._clipped_actions(batch.obs, ids, ranges)
         q_pi = self.critic(batch.obs, replace_own_action(batch.actions, pi_act), ids)
-        return -q_pi.mean() + (LOGIT_REG * raw.pow(2).mean() if self.spec.layout.discrete else 0.0)
+        per = -q_pi if weights is None else -q_pi * weights[:, None]
+        return per.mean() + (LOGIT_REG * raw.pow(2).mean() if self.spec.layout.discrete else 0.0), diag
+
+    def _clipped_actions(self, obs: Tensor, ids: Tensor, ranges: ClipRanges) -> tuple[Tensor, Tensor, Tensor]:
+        """The exploring actions of ``mu`` within each agent's trust region around the target actor's."""
+        a = self.actor
+        if a.discrete:
+            raw, logits = dm.masked_logits(a, obs, ids)
+            with torch.no_grad():
+                _, anchor = dm.masked_logits(self.target_actor, obs, ids)
+            action, frac = dm.clipped_gumbel(logits, anchor, a.tau_g, ranges.eps_low, ranges.eps_high)
+            return action, raw, frac
+        raw = a.net(obs, ids)
+        low, high = a.low[ids], a.high[ids]
+        with torch.no_grad():
+            anchor = low + (high - low) * (torch.tanh(self.target_actor.net(obs, ids)) + 1) / 2
+        mu, frac = dm.clipped_box(low + (high - low) * (torch.tanh(raw) + 1) / 2, anchor, a.high - a.low,
+                                  ranges.eps_low, ranges.eps_high)
+        action = torch.minimum(torch.maximum(mu + a.noise * (high - low) * torch.randn_like(mu), low), high)
+        return action, raw, frac
 
     def update(self) -> dict[str, float]:
         """One gradient step for the critics, then the actors against the updated critics, then the
         Polyak target update.  A non-finite loss skips the rest of the step (a health event)."""
-        batch = self.replay.sample(self.cfg.batch_size, self.generator)
-        critic_loss, q_mean = self.critic_loss(batch)
+        idx = weights = None
+        if self.prioritized:
+            batch, idx, weights = self.replay.sample(self.cfg.batch_size)
+        else:
+            batch = self.replay.sample(self.cfg.batch_size, self.generator)
+        ranges = self.clips.ranges(self.global_step / self.cfg.total_steps, self.device) if self.clipping else None
+        critic_loss, q_mean, td, critic_diag = self.critic_loss(batch, ranges, weights)
         if not all_finite([critic_loss]):
             self.record("non_finite", "non-finite MADDPG critic loss; step skipped")
             return {}
@@ -197,7 +284,10 @@ class MADDPGTrainer(MATrainerBase):
         critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.max_grad_norm)
         self.critic_opt.step()
-        actor_loss = self.actor_loss(batch)
+        if self.prioritized:  # the drawn transitions' shared priority: the agents' mean |TD error|
+            self.replay.update_priorities(idx, td.abs().mean(1))
+            self.replay.sampler.temperature.on_update()
+        actor_loss, actor_diag = self.actor_loss(batch, ranges, weights)
         if not all_finite([actor_loss]):
             self.record("non_finite", "non-finite MADDPG actor loss; step skipped")
             return {}
@@ -207,15 +297,17 @@ class MADDPGTrainer(MATrainerBase):
         self.actor_opt.step()
         soft_update(self.target_critic, self.critic, self.cfg.tau)
         soft_update(self.target_actor, self.actor, self.cfg.tau)
-        return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()),
-                **{f"q_mean_{i}": float(q) for i, q in enumerate(q_mean)}}
+        per_agent = {f"{name}_{i}": float(v) for name, values in (("q_mean", q_mean), *critic_diag.items(),
+                                                                 *actor_diag.items()) for i, v in enumerate(values)}
+        return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()), **per_agent}
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
                 "target_actor": self.target_actor.state_dict(), "target_critic": self.target_critic.state_dict(),
                 "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
                 "replay": self.replay.state_dict(), "generator": self.generator.get_state(),
-                "batched_steps": self.batched_steps}
+                "batched_steps": self.batched_steps, "health": self.health.state_dict(),
+                "clips": self.clips.state_dict()}
 
     def load_state_dict(self, s: dict) -> None:
         super().load_state_dict(s)
@@ -223,3 +315,7 @@ class MADDPGTrainer(MATrainerBase):
             getattr(self, name).load_state_dict(s[name])
         self.generator.set_state(s["generator"])
         self.batched_steps = s["batched_steps"]
+        if "health" in s:  # checkpoints of plain MADDPG before dapo-maddpg have neither
+            self.health.load_state_dict(s["health"])
+        if s.get("clips") is not None:
+            self.clips.load_state_dict(s["clips"])

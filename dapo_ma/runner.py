@@ -28,7 +28,8 @@ from dapo_ma.loop import MATrainerBase
 # algorithm -> (trainer class, actor builder); the on-policy three differ only by their recipes
 ALGORITHMS = {"ippo": (ppo.OnPolicyMATrainer, ppo.build_actor), "mappo": (ppo.OnPolicyMATrainer, ppo.build_actor),
               "dapo-ma": (ppo.OnPolicyMATrainer, ppo.build_actor),
-              "maddpg": (maddpg.MADDPGTrainer, maddpg.build_actor)}
+              "maddpg": (maddpg.MADDPGTrainer, maddpg.build_actor),
+              "dapo-maddpg": (maddpg.MADDPGTrainer, maddpg.build_actor)}
 FINAL_UPDATES = 10  # final return: mean of the last this many updates' mean episode return (the curve's smoothing)
 
 

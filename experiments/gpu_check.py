@@ -79,15 +79,14 @@ def auto_precision(device: str) -> str:
 def _trainer_row(part, name, env, algo, num_envs, num_steps, iters, device, **extra) -> None:
     """A fresh Trainer with the presets of ``env``; rate = steps per second of the iterations after the
     first (collect + advantage + update, from metrics.csv), rate_e2e = all steps over the whole wall time."""
-    from core.config import TrainConfig
     from core.logging import MetricLogger, read_metrics
     from core.runner import resolve_for_env
     from core.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as d:
-        cfg = resolve_for_env(TrainConfig(env=env, algo=algo, num_envs=num_envs, num_steps=num_steps,
-                                          total_steps=iters * num_envs * num_steps, device=device, progress=False,
-                                          tensorboard=False, eval_episodes=0, run_dir=d, **extra))
+        cfg = resolve_for_env(dict(env=env, algo=algo, num_envs=num_envs, num_steps=num_steps,
+                                   total_steps=iters * num_envs * num_steps, device=device, progress=False,
+                                   tensorboard=False, eval_episodes=0, run_dir=d, **extra))
         _peak_reset(device)
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(d))

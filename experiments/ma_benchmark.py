@@ -14,9 +14,9 @@ CI over seeds, env steps to thresholds) and learning_curves.png.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
+import sys
 import platform
 import time
 import warnings
@@ -28,7 +28,7 @@ import numpy as np
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
-from experiments.sweep import caller_path, parser, positive_int, script_main
+from experiments.sweep import ROOT, caller_path, parser, positive_int, script_main
 
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
 ENV, ENV_KWARGS = "simple_spread_v3", "N=3 local_ratio=0.5 max_cycles=25"
@@ -92,13 +92,32 @@ def final_return(run_dir: Path) -> float:
 
 
 def main(argv=None, prog=None) -> int:
-    p = parser(prog, __doc__)
+    from experiments import ma_maddpg
+
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    p = parser(prog, __doc__ + "\n" + (ma_maddpg.__doc__ or ""))
+    p.add_argument("--suite", choices=("onpolicy", "maddpg"), default="onpolicy",
+                   help="onpolicy: ippo/mappo/dapo-ma/maddpg (issue #5); maddpg: DAPO on MADDPG (issue #47)")
     p.add_argument("--steps", type=positive_int, default=150_000, help="env steps per run")
     p.add_argument("--seeds", type=positive_int, default=5, help="seeds 1..N")
     p.add_argument("--jobs", type=positive_int, default=2, help="runs in parallel (processes)")
-    p.add_argument("--runs-dir", type=caller_path, default=Path("runs/ma_benchmark"))
-    p.add_argument("--out", type=caller_path, default=Path("experiments/results/ma"))
+    p.add_argument("--runs-dir", type=caller_path, default=None, help="default: runs/ma_benchmark[_maddpg]")
+    p.add_argument("--out", type=caller_path, default=None,
+                   help="default: experiments/results/ma (onpolicy) or experiments/results/ma_maddpg")
+    p.add_argument("--actions", nargs="+", choices=("discrete", "continuous"), default=["discrete"],
+                   help="maddpg suite: action types")
+    p.add_argument("--variants", nargs="+", choices=ma_maddpg.VARIANTS, default=list(ma_maddpg.VARIANTS[:4]),
+                   help="maddpg suite: recipe files of experiments/recipes/ma")
+    p.add_argument("--report-only", action="store_true", help="maddpg suite: rebuild the report from finished runs")
     args = p.parse_args(argv)
+    if args.suite == "maddpg":
+        args.runs_dir = args.runs_dir or (Path("runs/ma_maddpg").resolve())
+        args.out = args.out or ROOT / "experiments" / "results" / "ma_maddpg"
+        args.argv = [a for i, a in enumerate(argv) if a != "--report-only" and not (a == "--suite" or (
+            a == "maddpg" and i > 0 and argv[i - 1] == "--suite"))]
+        return ma_maddpg.main(args)
+    args.runs_dir = args.runs_dir or Path("runs/ma_benchmark").resolve()
+    args.out = args.out or ROOT / "experiments" / "results" / "ma"
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     jobs = [(a, s) for s in range(1, args.seeds + 1) for a in ALGOS]

@@ -16,7 +16,8 @@ from dapo_ma.runner import load_run_config, make_trainer, run_experiment
 
 TINY = dict(env_kwargs="N=3 local_ratio=0.5 max_cycles=25", num_envs=2, num_steps=25, progress=False,
             tensorboard=False, eval_episodes=2)
-ALGO_TINY = {"maddpg": dict(batch_size=32, learning_starts=100)}  # the other algorithms: 2 epochs per rollout
+ALGO_TINY = {"maddpg": dict(batch_size=32, learning_starts=100),  # the on-policy algorithms: 2 epochs per rollout
+             "dapo-maddpg": dict(batch_size=32, learning_starts=100)}
 
 
 def _options(algo: str, **overrides) -> dict:
@@ -40,9 +41,10 @@ def test_run_writes_outputs_with_per_agent_metrics(tmp_path, algo):
     with open(run / "metrics.csv") as f:
         header = next(csv.reader(f))
     assert "agent/agent_2/return" in header and "rollout/ep_return_mean" in header
-    if algo != "maddpg":
-        for key in ("eps_pi", "eps_V", "sampled_share"):
-            assert f"agent/agent_0/{key}" in header
+    keys = {"maddpg": (), "dapo-maddpg": ("eps_pi", "eps_V", "actor_clip_fraction")}.get(
+        algo, ("eps_pi", "eps_V", "sampled_share"))
+    for key in keys:
+        assert f"agent/agent_0/{key}" in header
     assert load_run_config(run).algo == algo
     assert len(evaluate_run(run, 2, seed=0)) == 2
     if algo == "dapo-ma":
@@ -66,7 +68,8 @@ def _rows(path):
         return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in csv.DictReader(f)]
 
 
-@pytest.mark.parametrize("algo,extra", [("dapo-ma", {"parameter_sharing": False}), ("maddpg", {})])
+@pytest.mark.parametrize("algo,extra", [("dapo-ma", {"parameter_sharing": False}), ("maddpg", {}),
+                                        ("dapo-maddpg", {"parameter_sharing": False})])
 def test_resumed_run_equals_uninterrupted(tmp_path, algo, extra):
     """Stop after 2 iterations, reload the checkpoint into a fresh trainer, finish: same weights, same metrics."""
     runs = []
