@@ -27,14 +27,8 @@ def layers(algo: str, env_family: str) -> list[str]:
 def resolve(explicit: dict[str, Any], env_family: str) -> TrainConfig:
     """The complete config for options ``explicit`` (field name -> value, as given by the user) on an env of
     ``env_family``; ``explicit["recipe"]`` names the user's recipes."""
-    explicit = {k: v for k, v in explicit.items() if v is not None}  # None: not given
-    user = tuple(explicit.get("recipe", ()))
-    user_values = [recipes.load(name, TrainConfig) for name in user]
-    algo = explicit.get("algo") or next((v["algo"] for v in reversed(user_values) if "algo" in v), TrainConfig.algo)
-    if algo not in ALGOS:
-        raise ConfigError(f"unknown --algo '{algo}'; choose one of: {', '.join(ALGOS)}")
-    values = recipes.merge([*(recipes.load(name, TrainConfig) for name in layers(algo, env_family)), *user_values,
-                            {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo}])
+    explicit = recipes.given(explicit, TrainConfig)
+    values, algo, user = recipes.layered(explicit, TrainConfig, ALGOS, lambda a: layers(a, env_family))
     specs = dict(values.get("extensions", {}))
     if values.get("overlap") and "proximal_clip" not in specs:  # stale data: re-anchor unless turned off
         specs["proximal_clip"] = {}

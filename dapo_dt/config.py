@@ -150,18 +150,9 @@ INACTIVE_WHEN = {
 def resolve(explicit) -> DTConfig:
     """The complete config for the options given (a dict of field -> value, or a DTConfig whose non-default fields
     count as given): the algorithm's recipe, the user's ``--recipe`` files, then the options; validated."""
-    if isinstance(explicit, DTConfig):
-        default = DTConfig()
-        explicit = {f.name: getattr(explicit, f.name) for f in dataclasses.fields(DTConfig)
-                    if getattr(explicit, f.name) != getattr(default, f.name)}
-    explicit = {k: v for k, v in explicit.items() if v is not None}  # None: not given
-    user = tuple(explicit.get("recipe", ()))
-    user_values = [recipes.load(name, DTConfig, [RECIPES]) for name in user]
-    algo = explicit.get("algo") or next((v["algo"] for v in reversed(user_values) if "algo" in v), DTConfig.algo)
-    if algo not in DT_ALGOS:
-        raise ConfigError(f"unknown --algo '{algo}' for Decision Transformers; choose one of: {', '.join(DT_ALGOS)}")
-    values = recipes.merge([recipes.load(algo, DTConfig, [RECIPES]), *user_values,
-                            {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo, "recipe": user}])
+    explicit = recipes.given(explicit, DTConfig)
+    values, algo, user = recipes.layered(explicit, DTConfig, DT_ALGOS, lambda a: [a], [RECIPES])
+    values["recipe"] = user
     cfg = DTConfig(**values)
     if cfg.context_len is None:
         cfg.context_len = 50 if "Pong" in cfg.env else 30

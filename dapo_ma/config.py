@@ -6,7 +6,6 @@ Like :mod:`core.config`, an algorithm is a config: fields left at ``None`` are f
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
@@ -208,20 +207,9 @@ def resolve(explicit) -> MAConfig:
     count as given): the algorithm's recipe, then the user's ``--recipe`` files, then the options; validated."""
     from dapo_ma.envs import check_env_name, env_spec
 
-    if isinstance(explicit, MAConfig):  # older callers: a config object
-        default = MAConfig()
-        explicit = {f.name: getattr(explicit, f.name) for f in dataclasses.fields(MAConfig)
-                    if getattr(explicit, f.name) != getattr(default, f.name)}
-    explicit = {k: v for k, v in explicit.items() if v is not None}  # None: not given
-    user = tuple(explicit.get("recipe", ()))
-    user_values = [recipes.load(name, MAConfig, [RECIPES]) for name in user]
-    algo = explicit.get("algo") or next((v["algo"] for v in reversed(user_values) if "algo" in v), MAConfig.algo)
-    if algo not in MA_ALGOS:
-        close = difflib.get_close_matches(algo, MA_ALGOS, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"unknown --algo '{algo}'; choose one of: {', '.join(MA_ALGOS)}{hint}")
-    values = recipes.merge([recipes.load(algo, MAConfig, [RECIPES]), *user_values,
-                            {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo, "recipe": user}])
+    explicit = recipes.given(explicit, MAConfig)  # a dict, or (older callers) a config object
+    values, algo, user = recipes.layered(explicit, MAConfig, MA_ALGOS, lambda a: [a], [RECIPES])
+    values["recipe"] = user
     out = MAConfig(**values)
     out.hidden_sizes, out.env_kwargs = tuple(out.hidden_sizes), parse_env_kwargs(out.env_kwargs)
     check_env_name(out.env)

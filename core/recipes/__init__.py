@@ -83,3 +83,34 @@ def describe(dirs: Iterable[Path] = (HERE,)) -> dict[str, str]:
             raw = read_yaml(path)
             out.setdefault(path.stem, str(raw.get("description", "")) if isinstance(raw, dict) else "")
     return out
+
+
+def given(explicit, cls: type) -> dict[str, Any]:
+    """The options a caller gave: a dict without its ``None`` values (None means "not given"), or a config
+    object's fields that differ from the dataclass defaults."""
+    import dataclasses
+
+    if isinstance(explicit, cls):
+        default = cls()
+        explicit = {f.name: getattr(explicit, f.name) for f in dataclasses.fields(cls)
+                    if getattr(explicit, f.name) != getattr(default, f.name)}
+    return {k: v for k, v in explicit.items() if v is not None}
+
+
+def layered(explicit: dict[str, Any], cls: type, algos, shipped, dirs: Iterable[Path] = (HERE,)):
+    """``(values, algo, user recipes)``: the shipped recipes ``shipped(algo)`` (names, least specific first), then the
+    user's ``explicit["recipe"]`` files in order, then the explicit options, merged (:func:`merge`).  The algorithm
+    is the explicit one, else the last user recipe's, else the dataclass default."""
+    import difflib
+
+    dirs = list(dirs)
+    user = tuple(explicit.get("recipe", ()))
+    user_values = [load(name, cls, dirs) for name in user]
+    algo = explicit.get("algo") or next((v["algo"] for v in reversed(user_values) if "algo" in v), cls.algo)
+    if algo not in algos:
+        close = difflib.get_close_matches(algo, algos, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"unknown --algo '{algo}'; choose one of: {', '.join(algos)}{hint}")
+    values = merge([*(load(name, cls, dirs) for name in shipped(algo)), *user_values,
+                    {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo}])
+    return values, algo, user
