@@ -230,3 +230,16 @@ def test_bench_names_the_benchmarks_and_hands_flags_to_the_script(capsys, tmp_pa
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))  # the script's own flags reach its own checks
     assert main(["bench", "dt-predictability", "--datasets", "pong/none-v0", "--out", str(tmp_path / "o")]) == 2
     assert "no local Minari dataset 'pong/none-v0'" in capsys.readouterr().err
+
+
+def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path):
+    """Piped (a batch job's log), the run prints a plain progress line every --progress-every-s seconds, and the start
+    line says when --total-steps is rounded up to whole rollouts."""
+    proc = subprocess.run([sys.executable, "-m", "core", "run", "--total-steps", "20000", "--progress-every-s", "0.2",
+                           "--run-dir", str(tmp_path / "r"), "--no-tensorboard", "--eval-episodes", "1"],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("dapo CartPole-v1: step ")]
+    assert len(lines) >= 3, proc.stdout
+    assert "SPS" in lines[0] and "elapsed" in lines[0] and lines[-1].startswith("dapo CartPole-v1: step 20224/20224")
+    assert "training for 20224 env steps (--total-steps 20000 rounded up to whole iterations of 256)" in proc.stdout
