@@ -106,16 +106,22 @@ def _family_of_run(run_dir: Path) -> Family:
 
 
 def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[Union[str, Path]] = None,
-          **options: Any) -> RunResult:
+          family: Optional[str] = None, **options: Any) -> RunResult:
     """Train one run (or continue ``resume``, a run directory) and return its :class:`RunResult`.
 
-    ``config``: a config dataclass, a dict or a YAML path; keyword ``options`` win over it.  Raises
-    :class:`core.config.ConfigError` (a one-line message) for bad options and :class:`core.config.RunInterrupted`
-    after Ctrl-C (the run directory can be resumed)."""
+    ``config``: a config dataclass, a dict or a YAML path; keyword ``options`` win over it.  ``family`` (a family's
+    name, e.g. "PettingZoo") picks the family when no algorithm is given (each family's own ``train`` passes it).
+    Raises :class:`core.config.ConfigError` (a one-line message) for bad options and
+    :class:`core.config.RunInterrupted` after Ctrl-C (the run directory can be resumed)."""
     explicit = explicit_options(config, options)
+    fam = None
+    if family is not None and "algo" not in explicit:
+        fam = next((f for f in plugins().families if f.name == family), None)
+        if fam is None:
+            raise ConfigError(f"unknown family '{family}'; families: {', '.join(f.name for f in plugins().families)}")
     if callable(explicit.get("env")):  # recorded as 'module:name' so that eval and resume can make it again
-        explicit["env"] = family_for(explicit).get("env_reference")(explicit["env"])
-    fam, cfg = resolve(explicit, None if resume is None else Path(resume))
+        explicit["env"] = (fam or family_for(explicit)).get("env_reference")(explicit["env"])
+    fam, cfg = resolve(explicit, None if resume is None else Path(resume), fam)
     summary = fam.get("run")(cfg, resume is not None)
     return RunResult(Path(cfg.run_dir) if summary is None else Path(summary["run_dir"]), summary or {}, cfg)
 

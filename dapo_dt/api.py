@@ -18,13 +18,9 @@ from core.api import train as core_train
 
 
 def train(config=None, *, resume: Optional[Union[str, Path]] = None, **options: Any) -> RunResult:
-    """Train one Decision Transformer run (default algorithm: dapo-dt); see :func:`core.api.train`."""
-    from dapo_dt.config import DTConfig
-
-    if resume is None and "algo" not in options and not (isinstance(config, dict) and "algo" in config) \
-            and not isinstance(config, DTConfig):
-        options["algo"] = DTConfig.algo
-    return core_train(config, resume=resume, **options)
+    """Train one run of this family (default algorithm: dapo-dt, unless options or a recipe name another); see
+    :func:`core.api.train`."""
+    return core_train(config, resume=resume, family="Decision Transformer", **options)
 
 
 def load(run_dir: Union[str, Path], device: str = "cpu", env=None) -> "DTAgent":

@@ -25,13 +25,9 @@ from core.config import ConfigError
 
 
 def train(config=None, *, resume: Optional[Union[str, Path]] = None, **options: Any) -> RunResult:
-    """Train one multi-agent run (default algorithm: dapo-ma); see :func:`core.api.train`."""
-    from dapo_ma.config import MAConfig
-
-    if resume is None and "algo" not in options and not (isinstance(config, dict) and "algo" in config) \
-            and not isinstance(config, MAConfig):
-        options["algo"] = MAConfig.algo
-    return core_train(config, resume=resume, **options)
+    """Train one run of this family (default algorithm: dapo-ma, unless options or a recipe name another); see
+    :func:`core.api.train`."""
+    return core_train(config, resume=resume, family="PettingZoo", **options)
 
 
 def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, Callable] = None) -> "MAAgent":

@@ -181,3 +181,16 @@ def test_public_api_is_exported():
     for block in ("policy_loss", "value_loss", "gae", "DynamicSampler", "Temperature", "PolicyCollapseMonitor",
                   "ValueDivergenceMonitor", "NonFiniteGuard", "sampling_probs", "Extension"):
         assert block in core.__all__
+
+
+def test_a_family_train_takes_the_algorithm_from_a_recipe(tmp_path):
+    """dapo_ma.train without --algo: the family's default, unless a recipe names the algorithm."""
+    import dapo_ma
+
+    (tmp_path / "maddpg.yaml").write_text("algo: maddpg\nlearning_starts: 100\nbatch_size: 16\n")
+    r = dapo_ma.train(recipe=str(tmp_path / "maddpg.yaml"), env_kwargs={"N": 2}, total_steps=400, num_steps=25,
+                      run_dir=str(tmp_path / "r"), progress=False, tensorboard=False, eval_episodes=0)
+    assert r.config.algo == "maddpg" and r.config.learning_starts == 100
+    plain = dapo_ma.train(env_kwargs={"N": 2}, total_steps=400, num_envs=2, num_epochs=1, run_dir=str(tmp_path / "p"),
+                          progress=False, tensorboard=False, eval_episodes=0)
+    assert plain.config.algo == "dapo-ma"
