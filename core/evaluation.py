@@ -1,6 +1,7 @@
 """Evaluate a trained actor with frozen observation statistics."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -72,5 +73,14 @@ def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
     return evaluate(cfg.env, actor, obs_norm, episodes, seed, next(actor.parameters()).device, deterministic)
 
 
+def sample_std(x) -> float:
+    """Sample standard deviation of ``x`` ``(n,)`` (``ddof=1``, Bessel's correction); NaN for ``n < 2``, where it
+    is undefined.  Every spread the toolkit reports is this one, so that a table's "+- std" over 3-10 seeds is not
+    the population std's underestimate (by ``sqrt((n - 1) / n)``: 0.82 at 3 seeds, 0.89 at 5)."""
+    x = np.asarray(x, dtype=float)
+    return float(x.std(ddof=1)) if x.size > 1 else math.nan
+
+
 def mean_std(x: list[float]) -> tuple[float, float]:
-    return float(np.mean(x)), float(np.std(x))
+    """Mean and sample std (:func:`sample_std`, ddof=1) of episode returns ``(n,)``: ``eval_return_std``."""
+    return float(np.mean(x)), sample_std(x)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 from core.checkpoint import load_checkpoint, write_json
 from core.config import RunInterrupted
 from core.envs import check_env_id
+from core.evaluation import mean_std
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
 from core.runner import start_run, train_interruptibly
@@ -30,8 +30,7 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     scores = trainer.last_eval or trainer.evaluate()
-    mean = sum(scores) / len(scores)
-    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    mean, std = mean_std(scores)  # std: sample std (ddof=1)
     summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,
                "dataset_steps": trainer.data.num_steps, "grad_steps": trainer.grad_step,
                "online_env_steps": trainer.env_steps, "wall_time_s": round(trainer.elapsed, 2),

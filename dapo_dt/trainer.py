@@ -27,6 +27,7 @@ from torch import Tensor
 
 from core.checkpoint import save_checkpoint
 from core.config import ConfigError
+from core.evaluation import sample_std
 from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import exponential_advantage_weights, explained_variance, weighted_action_loss
 from core.trainer import pick_device
@@ -232,7 +233,7 @@ class DTTrainer:
     def eval_metrics(self) -> dict[str, float]:
         scores = self.evaluate()
         self.last_eval = scores
-        return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": float(np.std(scores)),
+        return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": sample_std(scores),
                 "eval/human_normalised": human_normalised(self.cfg.env, float(np.mean(scores)))}
 
 
