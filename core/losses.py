@@ -27,6 +27,28 @@ def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
     return torch.where(var_t > 0, ev, torch.full_like(ev, float("nan")))  # no host sync on GPU
 
 
+def normalised_advantages(adv: Tensor, weights: Optional[Tensor] = None, eps: float = 1e-8) -> Tensor:
+    """``(A - mean) / (std + eps)`` for one minibatch ``(M,)``, the statistics taken under the per-sample
+    ``weights`` ``(M,)`` that the policy loss uses (``None``: the plain mean and the ``ddof=1`` std).
+
+    The sampler's weights say which distribution over the window the minibatch estimates: draws from ``p``
+    with ``1/(N p_i)`` stand for the uniform window, a permutation with ``N p_i`` for ``p``.  The draws are
+    skewed towards large ``|A|``, so their plain std is that of ``p``, not of the distribution the loss
+    targets, and the gradient was scaled by the ratio of the two (issue 46: 0.65x with importance
+    correction, 1.5x with ``weighted`` resampling; ``tests/test_normalised_weights.py``).  Here the mean is
+    self-normalised, ``mu = sum w A / sum w``, and the variance ``sum w (A - mu)^2 / (V1 - V2 / V1)``
+    (``V1 = sum w``, ``V2 = sum w^2``) is the reliability-weights form of Bessel's correction
+    (``V1^2 / V2`` is Kish's effective sample size): equal weights give exactly the plain statistics.
+    Both are ratio estimators, consistent rather than exactly unbiased (a bias of order ``1/M``).
+    """
+    if weights is None:
+        return (adv - adv.mean()) / (adv.std() + eps)
+    v1 = weights.sum()
+    mean = (weights * adv).sum() / v1
+    var = (weights * (adv - mean).square()).sum() / (v1 - weights.square().sum() / v1)
+    return (adv - mean) / (var.sqrt() + eps)
+
+
 def policy_loss(logp_new: Tensor, logp_old: Tensor, adv: Tensor, eps_low: float, eps_high: float,
                 weights: Optional[Tensor] = None) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate ``-E[min(r*A, clip(r, 1-eps_low, 1+eps_high)*A)]``, ``r = exp(logp_new - logp_old)``.

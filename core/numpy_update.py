@@ -251,10 +251,15 @@ class NumpyUpdate:
         obs, actions, logp_old, v_old, adv, returns = mb
         eps_low, eps_high, eps_v = clip_ranges
         m = obs.shape[0]
-        if s.norm_adv:
-            centred = adv - adv.sum() / m
-            adv = centred / (np.sqrt((centred * centred).sum() / (m - 1)) + 1e-8)
         pi_w = w if s.policy_weights else None
+        if s.norm_adv:  # core.losses.normalised_advantages: statistics under the policy's sample weights
+            if pi_w is None:
+                centred = adv - adv.sum() / m
+                adv = centred / (np.sqrt((centred * centred).sum() / (m - 1)) + 1e-8)
+            else:
+                v1 = pi_w.sum()
+                centred = adv - (pi_w * adv).sum() / v1
+                adv = centred / (np.sqrt((pi_w * centred * centred).sum() / (v1 - (pi_w * pi_w).sum() / v1)) + 1e-8)
         one = np.ones(m, dtype=np.float32)
         out, actor_inputs = self.actor_net.forward(obs)                           # (M, A) mean or (M, n) logits
         logp, entropies = self.head.forward(out, actions)                         # (M,), (M,)

@@ -23,7 +23,9 @@ draws have in expectation, without their sampling noise (a Rao-Blackwellisation 
 transition is skipped or repeated, the priority acts as a loss weight (mean 1 over the window).
 With importance correction each sampled loss is multiplied by ``1 / (N p_i)``; since
 ``E_{i~p}[1/(N p_i) g_i] = (1/N) sum_i g_i``, the expected minibatch gradient equals uniform
-sampling's, and ``E_p[1/(N p_i)] = 1`` keeps the loss scale.
+sampling's, and ``E_p[1/(N p_i)] = 1`` keeps the loss scale.  With per-minibatch advantage normalisation the
+statistics are taken under the same weights (:func:`core.losses.normalised_advantages`), else the draws'
+skew towards large ``|A|`` would rescale the gradient.
 
 The temperature follows one of four rules (:class:`Temperature`).  The normalised effective sample
 size ``ESS = 1 / (N sum_i p_i^2)`` (1 = uniform, 1/N = one sample) is logged every update.

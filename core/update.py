@@ -14,7 +14,7 @@ from torch import Tensor
 
 from core.distributed import Distributed
 from core.health import all_finite
-from core.losses import combined_objective, entropy_bonus, policy_loss, value_loss
+from core.losses import combined_objective, entropy_bonus, normalised_advantages, policy_loss, value_loss
 from core.sampler import DynamicSampler
 
 Clip = Union[float, Tensor]
@@ -89,12 +89,12 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
     n = 0
     for _ in range(s.num_epochs):
         for mb, weights, idx in _epoch_minibatches(sampler, data, s):
-            adv = mb.advantages
-            if s.norm_adv:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pi_weights = weights if s.policy_weights else None
+            # statistics under the sampler's weights, not the proximal lag's: those pick the window's
+            # distribution; the lag re-weights actions within it (normalised_advantages)
+            adv = normalised_advantages(mb.advantages, pi_weights) if s.norm_adv else mb.advantages
             ev = evaluate(mb)
             eps_low, eps_high, eps_v = clip_ranges(mb)
-            pi_weights = weights if s.policy_weights else None
             surrogate_weights = pi_weights
             if proximal is not None:
                 lag = proximal.weight[idx]

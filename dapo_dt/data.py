@@ -24,6 +24,7 @@ from core.backends import EnvPoolBackend, make_backend
 from core.checkpoint import load_checkpoint
 from core.config import ConfigError
 from core.envs import check_env_id, is_atari
+from core.evaluation import sample_std
 from core.logging import Progress
 from core.networks import build_networks
 
@@ -224,7 +225,7 @@ def info(name: str) -> dict:
     lengths = np.array([len(ep.actions) for ep in ds.iterate_episodes()])
     q = np.percentile(returns, [0, 25, 50, 75, 100])
     return {"name": name, "env_id": meta["env_id"], "episodes": int(len(returns)), "steps": int(lengths.sum()),
-            "return_mean": float(returns.mean()), "return_std": float(returns.std()),
+            "return_mean": float(returns.mean()), "return_std": sample_std(returns),  # ddof=1
             "return_min_q25_median_q75_max": [round(float(x), 2) for x in q],
             "episode_length_mean": float(lengths.mean()), "policies": meta["policies"], "epsilon": meta["epsilon"]}
 

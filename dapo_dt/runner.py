@@ -52,7 +52,7 @@ def _train_and_report(cfg: DTConfig, run_dir: Path, checkpoint, resume: bool) ->
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     scores = trainer.last_eval or trainer.evaluate()
-    mean, std = mean_std(scores)
+    mean, std = mean_std(scores)  # std: sample std (ddof=1)
     summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,
                "dataset_steps": trainer.data.num_steps, "grad_steps": trainer.grad_step,
                "online_env_steps": trainer.env_steps, "wall_time_s": round(trainer.elapsed, 2),

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from core.checkpoint import save_checkpoint
 from core.config import ConfigError
+from core.evaluation import sample_std
 from core.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.losses import exponential_advantage_weights, explained_variance, weighted_action_loss
 from core.trainer import pick_device
@@ -42,6 +43,20 @@ def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
     if real.numel() < 2:
         return torch.zeros_like(x)
     return torch.where(mask, (x - real.mean()) / (real.std() + 1e-8), torch.zeros_like(x))
+
+
+def token_weights(adv: Tensor, mask: Tensor, temperature: float, max_weight: float) -> Tensor:
+    """Per-token action-loss weights ``(B, K)`` from advantages ``adv`` ``(B, K)``: ``exp(A / T)`` capped at
+    ``max_weight`` (:func:`core.losses.exponential_advantage_weights`), rescaled to mean 1 over the real
+    (``mask``) tokens, then capped at ``max_weight`` again.
+
+    The rescaling lets the weights reshape the loss across tokens without also raising the effective learning
+    rate (``E[exp(z)] = e^0.5`` for ``z ~ N(0, 1)``).  It divides by the batch mean, which is below 1 when the
+    first cap binds on a skewed batch, and a weight could then exceed ``--adv-max-weight`` (issue 46); the second
+    cap keeps every weight within it, as documented.  It binds only in such batches (a mean of at least 1 leaves
+    every rescaled weight at or below the cap), so the mean stays 1 elsewhere."""
+    w = exponential_advantage_weights(adv, temperature, max_weight)
+    return (w / w[mask].mean()).clamp(max=max_weight)
 
 
 def critic_trust(v: Tensor, target: Tensor, mask: Tensor) -> Tensor:
@@ -114,10 +129,7 @@ class DTTrainer:
             trust = critic_trust(v, g, b.mask)
             if c.advantage_weighting:
                 strength = trust if c.ev_gated_weights else 1.0
-                weights = exponential_advantage_weights(strength * adv, c.adv_temperature, c.adv_max_weight)
-                # self-normalised (mean 1 over real tokens): the weights reshape the loss across tokens
-                # without also raising the effective learning rate (E[exp(z)] = e^0.5 for z ~ N(0, 1))
-                weights = weights / weights[b.mask].mean()
+                weights = token_weights(strength * adv, b.mask, c.adv_temperature, c.adv_max_weight)
             out = self.model(rtg, None, b.actions, b.timesteps, b.mask,
                              adv if c.advantage_modulation else None, state_feat=values)
             metrics.update({"train/value_loss": float(v_loss.detach()), "train/critic_trust": float(trust)})
@@ -232,7 +244,7 @@ class DTTrainer:
     def eval_metrics(self) -> dict[str, float]:
         scores = self.evaluate()
         self.last_eval = scores
-        return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": float(np.std(scores)),
+        return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": sample_std(scores),
                 "eval/human_normalised": human_normalised(self.cfg.env, float(np.mean(scores)))}
 
 

@@ -5,8 +5,8 @@ process under ``RUNS/<env>/<variant>/frac<f>/s<seed>`` (resumable: finished runs
 ones resumed).  Variants are ``dt``, ``dapo-dt`` and DAPO-DT ablations (``VARIANTS``).  The report gives,
 per env:
 
-- the final evaluation score (whole games, mean over seeds +- std, human-normalised);
-- score versus gradient steps (mean +- std over seeds, one PNG per env) and the gradient steps each
+- the final evaluation score (whole games, mean over seeds +- sample std (ddof=1), human-normalised);
+- score versus gradient steps (mean +- sample std over seeds, one PNG per env) and the gradient steps each
   DAPO-DT variant needs to reach DT's final score (the source claims 28% fewer: ratio <= 0.72);
 - score versus dataset size (the ``--fractions`` of the dataset's steps).
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
-from experiments.stats import steps_to_threshold
+from experiments.stats import mean_pm_std, sample_std, steps_to_threshold
 from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, script_main, seed_int
 
 VARIANTS = {
@@ -101,10 +101,10 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
     for env, name in data.items():
         ds = info(name)
         lines += [f"\n## {env} (dataset `{name}`)\n",
-                  f"Dataset: {ds['episodes']} games, {ds['steps']} steps, return mean {ds['return_mean']:.2f} +- "
+                  f"Dataset: {ds['episodes']} games, {ds['steps']} steps, return mean {ds['return_mean']:.2f} +- sample std "
                   f"{ds['return_std']:.2f}, min/q25/median/q75/max {ds['return_min_q25_median_q75_max']}, behaviour "
                   f"policies {ds['policies']} with epsilon {ds['epsilon']}.\n",
-                  "| variant | data fraction | seeds | final score (mean +- std) | human-normalised | per seed |",
+                  "| variant | data fraction | seeds | final score (mean +- sample std) | human-normalised | per seed |",
                   "|---|---|---|---|---|---|"]
         fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
         finals: dict[tuple[str, float], list[float]] = {}
@@ -125,7 +125,7 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                 v = np.array(finals[variant, frac])
                 hn = np.mean([s["human_normalised"] for s in sums])
                 per_seed = ", ".join(f"{x:+.1f}" for x in v)
-                lines.append(f"| {variant} | {frac:g} | {len(v)} | {v.mean():.2f} +- {v.std():.2f} | {hn:.3f} | {per_seed} |")
+                lines.append(f"| {variant} | {frac:g} | {len(v)} | {mean_pm_std(v, 2)} | {hn:.3f} | {per_seed} |")
                 if frac == max(fractions):
                     curves = [curve(d) for d in done]
                     steps = np.array(sorted(set.intersection(*(set(c[0].tolist()) for c in curves))))
@@ -134,7 +134,8 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                     seeds_done = [s["seed"] for s in sums]
                     curve_rows.append((variant, seeds_done, steps, ys))
                     ax.plot(steps, ys.mean(0), label=variant)
-                    ax.fill_between(steps, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.2)
+                    band = ys.std(0, ddof=1) if len(ys) > 1 else np.zeros(ys.shape[1])  # sample std; one seed: no band
+                    ax.fill_between(steps, ys.mean(0) - band, ys.mean(0) + band, alpha=0.2)
         if curve_rows:
             grid = sorted(set.union(*(set(r[2].tolist()) for r in curve_rows)))
             lines += ["", "Score versus gradient steps (mean over the seeds listed):", "",
@@ -167,7 +168,7 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
         if len(fractions) > 1:
             fig2, ax2 = plt.subplots(figsize=(5, 3.5), dpi=120)
             for variant in variants:
-                pts = [(f * ds["steps"], np.mean(finals[variant, f]), np.std(finals[variant, f]))
+                pts = [(f * ds["steps"], np.mean(finals[variant, f]), np.nan_to_num(sample_std(finals[variant, f])))
                        for f in sorted(fractions) if (variant, f) in finals]
                 if pts:
                     x, y, e = map(np.array, zip(*pts))

@@ -25,7 +25,7 @@ import numpy as np
 
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
-from experiments.stats import heldout_skill
+from experiments.stats import heldout_skill, sample_std
 
 TIME_BIN, COARSE_TIME_BIN, FOLDS = 100, 500, 5
 
@@ -96,7 +96,7 @@ def main(argv=None, prog=None) -> int:
         for p in np.unique(owners):
             sel = returns[owners == p]
             policy_lines.append(f"| {name} | {labels[p] if p < len(labels) else p} | {len(sel)} | "
-                                f"{sel.mean():+.1f} +- {sel.std():.1f} |")
+                                f"{sel.mean():+.1f} +- {sample_std(sel):.1f} |")
         print(f"{name}: " + ", ".join(f"{r['predictor']} {r['heldout_skill']:+.3f}" for r in rows if r["dataset"] == name))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ def main(argv=None, prog=None) -> int:
     first_rows = {r["dataset"]: r for r in reversed(rows)}  # one row per dataset carries its sizes
     lines += [f"| {n} | {first_rows[n]['steps']} | {first_rows[n]['episodes']} | {first_rows[n]['var_return_to_go']} |"
               for n in names]
-    lines += ["", "Episode returns per behaviour policy:", "", "| dataset | policy | games | return |",
+    lines += ["", "Episode returns per behaviour policy:", "", "| dataset | policy | games | return (mean +- sample std) |",
               "|---|---|---|---|", *policy_lines]
     write_results_md(out / "results.md", "\n".join(lines))
     print(f"wrote {out / 'results.md'}")

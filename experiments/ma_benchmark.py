@@ -27,7 +27,7 @@ import numpy as np
 
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
-from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
+from experiments.stats import iqm, mean_pm_std, steps_to_threshold, stratified_bootstrap_ci
 from experiments.sweep import ROOT, caller_path, parser, positive_int, script_main
 
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
@@ -157,8 +157,8 @@ def write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall) -
         f"Env: mpe2 `{ENV}` `{ENV_KWARGS}` (discrete actions). Return = mpe2 rewards summed over the 25 steps "
         "of an episode per agent, averaged over the 3 agents. Final return = mean training-episode return over "
         f"the last {FINAL_ITERS} iterations; eval = 20 deterministic episodes. IQM and its 95% bootstrap CI "
-        "(5000 resamples of seeds) over seeds. Env steps = joint steps summed over env copies.", "",
-        "| algo | final return per seed | mean +- std | IQM [95% CI] | eval mean | "
+        "(5000 resamples of seeds) over seeds; std = sample std (ddof=1) over seeds. Env steps = joint steps summed over env copies.", "",
+        "| algo | final return per seed | mean +- sample std | IQM [95% CI] | eval mean | "
         + " | ".join(f"steps to {k} (median; reached)" for k in thresholds) + " |",
         "|---|---|---|---|---|" + "---|" * len(thresholds),
     ]
@@ -172,7 +172,7 @@ def write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall) -
             reached = hits[~np.isnan(hits)]
             cells.append("-" if a == "random" else
                          f"{np.median(reached):,.0f}; {len(reached)}/{len(hits)}" if len(reached) else f"never; 0/{len(hits)}")
-        lines.append(f"| {a} | {', '.join(f'{v:.2f}' for v in x)} | {x.mean():.2f} +- {x.std():.2f} | "
+        lines.append(f"| {a} | {', '.join(f'{v:.2f}' for v in x)} | {mean_pm_std(x, 2)} | "
                      f"{iqm(x):.2f} [{lo:.2f}, {hi:.2f}] | {np.mean(ev):.2f} | " + " | ".join(cells) + " |")
     for k in thresholds:
         med = {a: np.nanmedian([r.get(f"steps_to[{k}]", math.nan) for r in rows if r["algo"] == a]) for a in ALGOS}

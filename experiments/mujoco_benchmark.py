@@ -7,7 +7,7 @@ Every run is a ``dapo run`` (or an SB3 worker) in its own process under
 ``RUNS/<suite>/<env>/<variant>/s<seed>`` (``--runs-dir``, default ``runs/mujoco_benchmark``, not
 committed); a run with a summary.json is skipped and an interrupted one is resumed, so an interrupted
 sweep simply continues when re-launched.  ``--jobs`` runs that many at once (2 uses both cores of the
-build machines).  The report (results.csv, curves.csv, results.md with mean +- std and IQM with a
+build machines).  The report (results.csv, curves.csv, results.md with mean +- sample std and IQM with a
 stratified-bootstrap 95% CI, one learning-curve PNG per env) is rebuilt at the end from the runs
 finished here merged with the rows already committed in ``--out``: more seeds on a fresh machine extend
 a table, and a run re-done here replaces its committed row.  A report for another ``--total-steps``

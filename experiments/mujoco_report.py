@@ -17,7 +17,7 @@ import numpy as np
 from experiments.bench_throughput import cpu_name, machine
 from experiments.notes import write_results_md
 from experiments.result_rows import check_budget, merge_rows, read_rows, write_rows
-from experiments.stats import iqm, probability_of_improvement, stratified_bootstrap_ci
+from experiments.stats import iqm, mean_pm_std, probability_of_improvement, sample_std, stratified_bootstrap_ci
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
                  "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (the source's claim)
@@ -65,7 +65,7 @@ def _local_curves(runs: Path, rows: list[dict], total_steps: int) -> list[dict]:
 
 
 def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variants, total_steps: int) -> None:
-    """curves_<env>.png: mean +- std over seeds per variant, over the runs that have a stored curve; a run
+    """curves_<env>.png: mean +- sample std (ddof=1) over seeds per variant, over the runs that have a stored curve; a run
     committed before curves.csv existed has none, and the legend then says how many of the variant's runs
     are drawn ("n=5 of 10")."""
     import matplotlib
@@ -91,13 +91,13 @@ def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variant
         curves = np.array([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
         with warnings.catch_warnings():  # grid points before a run's first full window are all-NaN
             warnings.simplefilter("ignore", RuntimeWarning)
-            mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0)
+            mean, std = np.nanmean(curves, 0), np.nanstd(curves, 0, ddof=1)  # NaN (no band) where < 2 runs
         drawn = f"n={len(curves)}" + (f" of {in_table[v]}" if in_table[v] > len(curves) else "")
         ax.plot(grid, mean, label=f"{v} ({drawn})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episode return (10-update mean)")
-    ax.set_title(f"{env}: mean +- std over seeds")
+    ax.set_title(f"{env}: mean +- sample std (ddof=1) over seeds")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -163,8 +163,8 @@ def _robustness(rows: list[dict], envs, variants) -> list[str]:
     if not cells:
         return []
     md = ["", "Robustness over the learning-rate x clip grid: cells are the mean final return over seeds; the "
-          "spread row summarises the grid's cells (mean, std, worst and best cell, worst / best) and, where "
-          "cells have 2+ seeds, the mean seed std within a cell.", ""]
+          "spread row summarises the grid's cells (mean, sample std (ddof=1) over cells, worst and best cell, "
+          "worst / best) and, where cells have 2+ seeds, the mean seed sample std within a cell.", ""]
     for (env, algo), grid in cells.items():
         lrs = sorted({k[0] for k in grid}, key=float)
         clips = sorted({k[1] for k in grid}, key=float)
@@ -173,9 +173,9 @@ def _robustness(rows: list[dict], envs, variants) -> list[str]:
                + " |" for lr in lrs]
         x = np.array([seeds.mean() for seeds in grid.values()])
         ratio = f"{x.min() / x.max():.2f}" if x.max() > 0 else "n/a"
-        line = (f"spread over {len(x)} cells: mean {x.mean():.0f}, std {x.std():.0f}, worst {x.min():.0f}, "
+        line = (f"spread over {len(x)} cells: mean {x.mean():.0f}, std {sample_std(x):.0f}, worst {x.min():.0f}, "
                 f"best {x.max():.0f}, worst / best {ratio}")
-        seed_stds = [seeds.std() for seeds in grid.values() if len(seeds) > 1]
+        seed_stds = [sample_std(seeds) for seeds in grid.values() if len(seeds) > 1]
         if seed_stds:
             n_min, n_max = min(map(len, grid.values())), max(map(len, grid.values()))
             n_seeds = f"{n_min}-{n_max}" if n_min < n_max else f"{n_max}"
@@ -197,7 +197,7 @@ def _table(out: Path, curve_rows: list[dict], rows: list[dict], envs, variants, 
                 cells.append("-")
                 continue
             lo, hi = stratified_bootstrap_ci({env: x}, iqm, reps=2000)
-            cells.append(f"{np.mean(x):.0f} +- {np.std(x):.0f} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
+            cells.append(f"{mean_pm_std(x)} ({len(x)}); IQM {iqm(x):.0f} [{lo:.0f}, {hi:.0f}]")
         md.append(f"| {env} | " + " | ".join(cells) + " |")
         _plot(out, curve_rows, rows, env, variants, total_steps)
     return md
@@ -219,7 +219,7 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
     variants = list(dict.fromkeys([*(r["variant"] for r in rows), *variants]))
     seeds = sorted({r["seed"] for r in rows})
     grid = _robustness(rows, envs, variants)
-    cells = "" if grid else " Cells: mean +- std over seeds (n), then IQM [95% bootstrap CI]."
+    cells = "" if grid else " Cells: mean +- sample std (ddof=1) over seeds (n), then IQM [95% bootstrap CI]."
     earlier = len(rows) - len(local)
     origin = (f" (made {len(local)} of the {len(rows)} runs; the other {earlier} were committed in results.csv by "
               "earlier sweeps, see the notes; its `cpu` column names each run's machine where recorded)"

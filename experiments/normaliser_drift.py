@@ -31,7 +31,7 @@ from torch.distributions import Normal, kl_divergence
 
 from core.checkpoint import load_checkpoint
 from core.envs import ObsNormalizer
-from core.evaluation import evaluate, evaluation_envs
+from core.evaluation import evaluate, evaluation_envs, sample_std
 from core.networks import build_networks, input_layer, refit_input_layer
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
@@ -94,7 +94,7 @@ def main(argv=None) -> None:
     actor, norm_a, step_a = load(a.env, a.early)
     best_returns, states = play(a.env, actor, norm_a, a.episodes, a.seed)
     rows = [{"early_step": step_a, "late_step": step_a, "condition": "as_trained", "return_mean": np.mean(best_returns),
-             "return_std": np.std(best_returns), "kl": 0.0, "action_shift": 0.0, "clipped": clipped(norm_a, states)}]
+             "return_std": sample_std(best_returns), "kl": 0.0, "action_shift": 0.0, "clipped": clipped(norm_a, states)}]
     for late in a.late:
         _, norm_b, step_b = load(a.env, late)
         refit = copy.deepcopy(actor)
@@ -104,13 +104,13 @@ def main(argv=None) -> None:
             returns, _ = play(a.env, policy, norm_b, a.episodes, a.seed)
             kl, shift = distance(actor, norm_a, policy, norm_b, states)
             rows.append({"early_step": step_a, "late_step": step_b, "condition": name, "return_mean": np.mean(returns),
-                         "return_std": np.std(returns), "kl": kl, "action_shift": shift,
+                         "return_std": sample_std(returns), "kl": kl, "action_shift": shift,
                          "clipped": clipped(norm_b, states)})
             print(f"A {step_a} B {step_b} {name}: return {np.mean(returns):.0f} (as trained "
                   f"{np.mean(best_returns):.0f}), KL {kl:.2e}, |d mean|/std {shift:.2e}", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
-    table = ["| policy from step | statistics from step | restore | return (mean +- std) | KL(trained, restored) "
+    table = ["| policy from step | statistics from step | restore | return (mean +- sample std) | KL(trained, restored) "
              "| mean action shift / std | share of inputs at the clip |", "|---|---|---|---|---|---|---|"]
     table += [f"| {r['early_step']} | {r['late_step']} | {r['condition']} | {r['return_mean']:.0f} +- "
               f"{r['return_std']:.0f} | {r['kl']:.3g} | {r['action_shift']:.3g} | {r['clipped']:.3g} |" for r in rows]

@@ -1,11 +1,14 @@
 """Aggregate statistics for benchmark tables (Agarwal et al. 2021, "Deep RL at the Edge of the
 Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals; plus the
-held-out skill of a lookup-table predictor (how predictable a target is from a key)."""
+held-out skill of a lookup-table predictor (how predictable a target is from a key).  Every spread the
+reports print is a sample std (ddof=1, :func:`core.evaluation.sample_std`), labelled so."""
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+
+from core.evaluation import sample_std
 
 
 def iqm(x: Sequence[float]) -> float:
@@ -14,6 +17,14 @@ def iqm(x: Sequence[float]) -> float:
     v = np.sort(np.asarray(x, dtype=float))
     cut = int(0.25 * len(v))
     return float(v[cut:len(v) - cut].mean())
+
+
+def mean_pm_std(x: Sequence[float], digits: int = 0) -> str:
+    """``"mean +- sample std"`` of ``x`` ``(n,)`` with ``digits`` decimals; just ``"mean"`` when ``n < 2``
+    (a single run has no spread to show)."""
+    v = np.asarray(x, dtype=float)
+    mean = f"{v.mean():.{digits}f}"
+    return f"{mean} +- {sample_std(v):.{digits}f}" if v.size > 1 else mean
 
 
 def stratified_bootstrap_ci(scores: Mapping[str, Sequence[float]], statistic: Callable = iqm,

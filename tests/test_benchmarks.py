@@ -62,8 +62,8 @@ def test_crossenv_aggregate_reads_several_folders_and_refuses_conflicting_runs(t
 
 def test_mujoco_report_robustness_grid_by_hand():
     """ppo cells (seed means): lr 1e-4 -> 100 (clip .1), 300 (clip .2, seeds 200 and 400); lr 3e-4 -> 200, 400.
-    Spread: mean 250, std sqrt(12500) = 112, worst 100, best 400, worst / best 0.25; the one cell with two
-    seeds has seed std 100 (population std of 200 and 400)."""
+    Spread: mean 250, sample std sqrt(50000 / 3) = 129, worst 100, best 400, worst / best 0.25; the one cell
+    with two seeds has seed std 141 (sample std of 200 and 400, 100 sqrt(2))."""
     from experiments.mujoco_report import _robustness
     data = [("ppo-lr1e-4-clip0.1", 100), ("ppo-lr1e-4-clip0.2", 200), ("ppo-lr1e-4-clip0.2", 400),
             ("ppo-lr3e-4-clip0.1", 200), ("ppo-lr3e-4-clip0.2", 400), ("dapo", 999)]
@@ -71,8 +71,8 @@ def test_mujoco_report_robustness_grid_by_hand():
     md = "\n".join(_robustness(rows, ["E"], list(dict.fromkeys(v for v, _ in data))))
     assert "| lr / clip | 0.1 | 0.2 |" in md
     assert "| 1e-4 | 100 | 300 |" in md and "| 3e-4 | 200 | 400 |" in md
-    assert ("mean 250, std 112, worst 100, best 400, worst / best 0.25; "
-            "seed std within a cell 100 (mean over 1 cells, 1-2 seeds each)") in md
+    assert ("mean 250, std 129, worst 100, best 400, worst / best 0.25; "
+            "seed std within a cell 141 (mean over 1 cells, 1-2 seeds each)") in md
     one_seed_rows = [r for r in rows if (r["variant"], r["final_return_mean"]) != ("ppo-lr1e-4-clip0.2", 400)]
     one_seed = "\n".join(_robustness(one_seed_rows, ["E"], list(dict.fromkeys(v for v, _ in data))))
     assert "worst / best 0.25\n" in one_seed and "; seed std" not in one_seed  # one seed per cell: no noise term
@@ -103,20 +103,21 @@ def _fake_run(runs: Path, env: str, variant: str, seed: int, final: float, steps
 
 def test_mujoco_report_keeps_committed_runs_and_refuses_other_budgets(tmp_path):
     """A fresh machine (runs/ empty but for seed 3) extends the committed seeds 1-2 instead of replacing them;
-    a local run replaces its committed row; a report for another budget is refused."""
+    a local run replaces its committed row; a report for another budget is refused.  Spreads are sample stds:
+    (100, 300) -> 141, (100, 200, 500) -> sqrt(86667 / 2) = 208."""
     from experiments.mujoco_report import write_report
     out, first, second = tmp_path / "out", tmp_path / "machine1", tmp_path / "machine2"
     out.mkdir()
     for seed, final in ((1, 100.0), (2, 300.0)):
         _fake_run(first, "E-v5", "dapo", seed, final)
     write_report(out, first, ["E-v5"], ["dapo"], [1, 2], 1000, "sweep 1")
-    assert "| E-v5 | 200 +- 100 (2)" in (out / "results.md").read_text()
+    assert "| E-v5 | 200 +- 141 (2)" in (out / "results.md").read_text()
     _fake_run(second, "E-v5", "dapo", 3, 500.0)
     _fake_run(second, "E-v5", "dapo", 2, 200.0)  # re-run of seed 2 replaces the committed row
     (out / "curves_E-v5.png").unlink()
     write_report(out, second, ["E-v5"], ["dapo"], [2, 3], 1000, "sweep 2")
     md = (out / "results.md").read_text()
-    assert "| E-v5 | 267 +- 170 (3)" in md and "made 2 of the 3 runs" in md and "seeds [1, 2, 3]" in md
+    assert "| E-v5 | 267 +- 208 (3)" in md and "made 2 of the 3 runs" in md and "seeds [1, 2, 3]" in md
     assert (out / "curves_E-v5.png").exists()  # every run has a committed or local curve
     curves = (out / "curves.csv").read_text().splitlines()
     assert len(curves) == 1 + 3 * 101 and "E-v5,dapo,3,1000,500.0" in curves
@@ -137,7 +138,7 @@ def test_mujoco_report_draws_curves_without_runs_that_have_none(tmp_path, capsys
     (out / "curves.csv").write_text("\n".join(x for x in lines if ",dapo,1," not in x) + "\n")
     (out / "curves_E-v5.png").unlink()
     write_report(out, tmp_path / "empty", ["E-v5"], ["dapo"], [1, 2], 1000, "report only")
-    assert "| E-v5 | 200 +- 100 (2)" in (out / "results.md").read_text()
+    assert "| E-v5 | 200 +- 141 (2)" in (out / "results.md").read_text()
     assert (out / "curves_E-v5.png").exists()
     assert "no stored learning curve for dapo/s1 (drawn without them)" in capsys.readouterr().out
 

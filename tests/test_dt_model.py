@@ -232,6 +232,24 @@ def test_exponential_advantage_weights_hand_computed():
         exponential_advantage_weights(adv, temperature=0.0, max_weight=3.0)
 
 
+def test_dapo_dt_token_weights_stay_within_the_cap_after_rescaling():
+    """T=1, max 2, real tokens A = (3, -1, -1, -1) and a padded one (A = 50, ignored): capped exp weights
+    (2, e^-1, e^-1, e^-1), mean (2 + 3/e) / 4 = 0.7759 over the real tokens, so mean-1 rescaling alone gives the
+    first token 2 / 0.7759 = 2.578 > 2 (issue 46); the second cap holds it at 2, the others stay e^-1 / 0.7759
+    = 0.4741.  A batch whose capped mean is >= 1 keeps mean 1 exactly: A = (1, -1): (e, e^-1) / cosh(1)."""
+    from dapo_dt.trainer import token_weights
+
+    adv = torch.tensor([[3.0, -1.0, -1.0, -1.0, 50.0]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    mean = (2 + 3 / math.e) / 4
+    assert 2 / mean == pytest.approx(2.578, abs=1e-3)
+    w = token_weights(adv, mask, temperature=1.0, max_weight=2.0)
+    torch.testing.assert_close(w[mask], torch.tensor([2.0, *[math.exp(-1) / mean] * 3]))
+    assert float(w.max()) <= 2.0
+    w = token_weights(torch.tensor([[1.0, -1.0]]), torch.ones(1, 2, dtype=torch.bool), 1.0, 20.0)
+    torch.testing.assert_close(w, torch.tensor([[math.e, math.exp(-1)]]) / math.cosh(1.0))
+
+
 def test_weighted_action_loss_hand_computed():
     """B=1, K=3, A=4.  Token 0: uniform logits -> ce = ln 4, weight 2.  Token 1: logits (ln 3, 0, 0, 0) with
     action 0 -> p = 3/6 = 1/2, ce = ln 2, weight 0.5, argmax correct.  Token 2: padding (mask 0, action -1).

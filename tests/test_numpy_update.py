@@ -3,7 +3,8 @@
 Same networks, same sampler draws, same settings: after several epochs of Adam steps the parameters, the
 Adam moments and the reported ``train/`` metrics must agree to float32 rounding, for Gaussian and
 categorical actors, PPO's joint clipping, GRPO's value clip and DAPO's separate groups with prioritised
-draws, importance weights, clip-higher and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
+draws, importance weights (and ``--resampling weighted``'s weights, with the advantage statistics taken under
+them), clip-higher and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
 outside these tolerances (the last test checks that the comparison can fail).
 """
 import copy
@@ -28,14 +29,14 @@ def _data(discrete: bool, seed: int = 0) -> Transitions:
                        advantages=2 * torch.randn(N, generator=g), returns=torch.randn(N, generator=g))
 
 
-def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidden=(16, 16)):
+def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidden=(16, 16), resampling="multinomial"):
     torch.manual_seed(0)
     actor = CategoricalActor(OBS, ACT, (16, 16)) if discrete else GaussianActor(OBS, ACT, (16, 16))
     critic = Critic(OBS, critic_hidden)
     opt = torch.optim.Adam([{"params": actor.parameters(), "lr": 3e-3}, {"params": critic.parameters(), "lr": 1e-3}],
                            eps=1e-5, fused=True)
     sampler = DynamicSampler(N, torch.device("cpu"), Temperature("fixed", 0.5), dynamic=dynamic,
-                             importance_correction=importance, seed=11)
+                             importance_correction=importance, seed=11, resampling=resampling)
     sampler.add(_data(discrete))
     return actor, critic, opt, sampler
 
@@ -49,6 +50,7 @@ CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weig
     "dapo-proximal": (True, (0.2, 0.2, 0.4), True, True, True, 0.01, True),
     "dapo-wide-critic": (True, (0.2, 0.2, 0.2), False, False, True, 0.0, False),  # critic (40, 24), actor (16, 16)
     "dapo-ent-below": (True, (0.2, 0.28, 0.4), True, True, True, 0.05, False),
+    "dapo-weighted": (True, (0.2, 0.28, 0.4), True, False, True, 0.01, False),  # --resampling weighted
 }
 ENTROPY_CEILING = torch.tensor([0.5, -0.5, 0.5])  # log-std starts at 0: the bonus acts on dimensions 0 and 2 only
 
@@ -60,7 +62,8 @@ def test_numpy_update_matches_the_torch_update(case, discrete):
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
                               ent_coef=ent_coef, max_grad_norm=0.5, policy_weights=policy_weights)
     critic_hidden = (40, 24) if case == "dapo-wide-critic" else (16, 16)
-    actor, critic, opt, sampler = _setup(dynamic, importance, discrete, critic_hidden)
+    actor, critic, opt, sampler = _setup(dynamic, importance, discrete, critic_hidden,
+                                         "weighted" if case == "dapo-weighted" else "multinomial")
     if case == "dapo-ent-below" and not discrete:
         actor.entropy_ceiling = ENTROPY_CEILING
     twin = copy.deepcopy((actor, critic, opt, sampler))  # the same weights and the same draws
