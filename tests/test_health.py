@@ -1,4 +1,4 @@
-"""Training-health monitors (``core.health``, SPEC 2.4).
+"""Training-health monitors (``core.health``, docs/algorithms.md section 4.4).
 
 PolicyCollapseMonitor: a hand-traced small case; fires on an injected drop (returns rise 0 -> 100,
 then fall to ~10) and with negative returns (-1000 -> -200 -> -900); silent on a healthy noisy rising

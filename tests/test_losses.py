@@ -1,4 +1,4 @@
-"""Hand-computed checks of the PPO-family losses in ``core.losses`` (SPEC 2.1-2.3).
+"""Hand-computed checks of the PPO-family losses in ``core.losses`` (docs/algorithms.md sections 2-4.2).
 
 Every expected number is a literal worked out by hand in the comment next to it; none is obtained
 by re-implementing the formula under test.  The standard toy uses ``logp_old = 0`` and

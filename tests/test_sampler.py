@@ -1,4 +1,4 @@
-"""DAPO's dynamic sampler (``core.sampler``, SPEC 2.3).
+"""DAPO's dynamic sampler (``core.sampler``, docs/algorithms.md section 4.2).
 
 Checked here: the sampling distribution ``p = softmax((|A|/max|A|)/T)`` and ESS on hand numbers;
 that ``DynamicSampler.minibatches`` really draws from ``p`` (chi-square and 5-sigma binomial bounds,
