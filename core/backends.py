@@ -37,6 +37,7 @@ class StepResult(NamedTuple):
     valid: np.ndarray       # (N,) bool: False for EnvPool's reset steps
     score: np.ndarray       # (N,) raw reward for reporting (before any clipping)
     game_over: np.ndarray   # (N,) bool: the reported episode ended (a full game on Atari)
+    success: Optional[np.ndarray] = None  # (N,) 1/0 where an ending episode's info["is_success"] said, else NaN
 
 
 class GymnasiumBackend:
@@ -56,16 +57,20 @@ class GymnasiumBackend:
     def step(self, actions: np.ndarray) -> StepResult:
         obs, reward, term, trunc, info = self.envs.step(actions)
         done = term | trunc
+        success = None
         if done.any():
             final = np.zeros_like(obs)
             idx = np.flatnonzero(done)
             final[idx] = np.stack(info["final_obs"][idx])
+            ended = info.get("final_info", {})
+            if "is_success" in ended:  # Stable-Baselines3's convention for goal-reaching tasks
+                success = np.where(ended["_is_success"], ended["is_success"], np.nan).astype(np.float64)
         else:  # most steps: one shared all-zero array (read-only for consumers), not a fresh one per step
             if self._no_final is None or self._no_final.shape != obs.shape:
                 self._no_final = np.zeros_like(obs)
                 self._no_final.flags.writeable = False
             final = self._no_final
-        return StepResult(obs, reward, term, trunc, final, self._valid, reward, done)
+        return StepResult(obs, reward, term, trunc, final, self._valid, reward, done, success)
 
     def state(self) -> Optional[list]:
         """Mid-episode env states for exact resume (sync only: async envs live in other processes)."""

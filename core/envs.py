@@ -12,6 +12,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from core import minigrid
 from core.config import ConfigError
 
 
@@ -54,6 +55,8 @@ def resolve_env_id(env: str) -> str:
     if not isinstance(env, str) or not env:
         raise ConfigError(f"--env must be an env id or 'module:name', got {env!r}")
     _ensure_registered(env)
+    if minigrid.is_minigrid(env):  # dict observations: the flat one-hot view for the MLP (core/minigrid.py)
+        return minigrid.flat_id(env)
     if env in gym.registry:
         return env
     if env.startswith(LOCAL_NAMESPACE + "/"):
@@ -143,10 +146,13 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
 
 
 def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> str:
-    """``atari`` (ALE ids, image observations), ``classic`` (Discrete actions) or ``continuous`` (Box
-    actions); other envs need flat Box observations."""
+    """``atari`` (ALE ids, image observations), ``minigrid`` (MiniGrid ids, core/minigrid.py), ``classic``
+    (Discrete actions) or ``continuous`` (Box actions); other envs need flat Box observations.  The family
+    names the recipe the env gets (core/recipes)."""
     if is_atari(env_id) and isinstance(act_space, gym.spaces.Discrete):
         return "atari"
+    if minigrid.is_minigrid(env_id):
+        return "minigrid"
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise ConfigError(f"env '{env_id}' has observation space {obs_space}; only flat Box observations "
                           "are supported by the MLP trainer")

@@ -33,6 +33,14 @@ class Rollout(NamedTuple):
     valid: Tensor         # (T, N) bool; False for a backend's reset steps, which carry no learning signal
 
 
+class Episode(NamedTuple):
+    """A finished episode: raw return, valid steps, and 1/0 if the env reported reaching its goal (else None)."""
+
+    score: float
+    length: int
+    success: Optional[float] = None
+
+
 class Collector:
     """Steps a rollout backend (core.backends) for ``num_steps`` and records finished episodes.
 
@@ -82,7 +90,7 @@ class Collector:
         rewards, terminated, dones = np.zeros((T, N), np.float32), np.zeros((T, N), bool), np.zeros((T, N), bool)
         valid = np.ones((T, N), bool)
         final_values = torch.zeros((T, N), device=self.device)
-        episodes: list[tuple[float, int]] = []
+        episodes: list[Episode] = []
         use_numpy = self.numpy_acting and NumpyActing.supports(actor, critic, self.device)
         policy = NumpyActing(actor, critic, self.rng) if use_numpy else TorchActing(actor, critic)
         # NumPy acting takes and returns arrays: the rollout stays in NumPy until it is stacked at the end
@@ -99,7 +107,8 @@ class Collector:
             self.ep_return += step.score
             self.ep_length += step.valid
             for i in np.flatnonzero(step.game_over):
-                episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                success = None if step.success is None or np.isnan(step.success[i]) else float(step.success[i])
+                episodes.append(Episode(float(self.ep_return[i]), int(self.ep_length[i]), success))
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
             if step.truncated.any():  # bootstrap time-limit ends from the value of their final observation
                 idx = np.flatnonzero(step.truncated)

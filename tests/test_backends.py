@@ -43,8 +43,8 @@ def test_envpool_reset_steps_are_invalid_and_episodes_are_counted_once():
     done, valid = rollout.dones.numpy(), rollout.valid.numpy()
     assert np.array_equal(valid[1:], ~done[:-1])
     assert (rollout.rewards.numpy()[~valid] == 0).all() and (rollout.rewards.numpy()[valid] == 1).all()
-    assert episodes and all(r == n for r, n in episodes)
-    assert sum(n for _, n in episodes) <= int(valid.sum())
+    assert episodes and all(e.score == e.length for e in episodes)
+    assert sum(e.length for e in episodes) <= int(valid.sum())
 
 
 def test_envpool_and_gymnasium_agree_on_random_cartpole_statistics():
@@ -53,7 +53,7 @@ def test_envpool_and_gymnasium_agree_on_random_cartpole_statistics():
     lengths = {}
     for backend in ("sync", "envpool"):
         _, _, episodes = _collect("CartPole-v1", backend, 8, 500, CategoricalActor, 2)
-        lengths[backend] = np.mean([n for _, n in episodes])
+        lengths[backend] = np.mean([e.length for e in episodes])
     assert abs(lengths["sync"] - lengths["envpool"]) < 0.25 * lengths["sync"], lengths
 
 

@@ -31,7 +31,7 @@ def test_stored_observations_match_a_replay_of_the_same_actions():
     assert np.array_equal(rollout.rewards.numpy(), np.array(rewards, dtype=np.float32))
     assert np.array_equal(rollout.dones.numpy(), np.array(dones))
     assert len(episodes) == int(np.array(dones).sum()) > 0          # CartPole ends often under a random policy
-    assert sum(n for _, n in episodes) <= 300
+    assert sum(e.length for e in episodes) <= 300
 
 
 def test_truncation_is_bootstrapped_from_the_final_observation():
@@ -50,4 +50,4 @@ def test_truncation_is_bootstrapped_from_the_final_observation():
     final_obs = torch.as_tensor(np.stack(info["final_obs"]), dtype=torch.float32)
     with torch.no_grad():
         assert torch.allclose(rollout.final_values[199], critic(final_obs))
-    assert [n for _, n in episodes] == [200, 200]
+    assert [e.length for e in episodes] == [200, 200]

@@ -5,7 +5,7 @@ keys: ``description`` (one line) and ``base`` (a name or a list of names of reci
 ``extensions`` holds ``name: {option: value}`` (or ``name: null`` to remove one an earlier layer added).
 
 A run's settings are layered, each layer winning over the ones before it (:func:`merge`): the config dataclass's
-defaults, the env family's recipe (``classic``, ``continuous``, ``atari``), the algorithm's (``ppo``, ``grpo``,
+defaults, the env family's recipe (``classic``, ``continuous``, ``atari``, ``minigrid``), the algorithm's (``ppo``, ``grpo``,
 ``dapo``), a recipe the presets attach to a family and algorithm (``dapo-mujoco`` for dapo on Box-action envs),
 the ``--recipe`` files in the order given, then the options given explicitly.  Recipes shipped with a package sit
 beside its ``recipes/__init__.py``; a name with ``/`` or ending in ``.yaml``/``.yml`` is a path.
