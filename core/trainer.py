@@ -37,7 +37,7 @@ from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_stat
 from core.losses import explained_variance
 from core.networks import build_networks, input_layer, refit_input_layer
 from core.numpy_update import NumpyUpdate
-from core.rollout import Collector, Prefetcher, Rollout
+from core.rollout import Collector, Episode, Prefetcher, Rollout
 from core.sampler import DynamicSampler, Temperature, Transitions
 from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 
@@ -111,6 +111,7 @@ class Trainer:
         self.best_obs_norm: Optional[dict] = self.obs_norm.state_dict()  # the statistics best_actor acted on
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         self.extensions = extensions.build(cfg.extensions, self)  # mechanisms beyond PPO/GRPO/DAPO (core/extensions)
+        self.sampler = next((x for x in (e.sampler(self) for e in self.extensions) if x is not None), self.sampler)
         fast = (cfg.numpy_update and not cfg.compile and all(e.numpy_update for e in self.extensions)
                 and NumpyUpdate.supports(self.actor, self.critic, self.device, self.dist.enabled))
         self.numpy_update = (NumpyUpdate(self.actor, self.critic, self.optimizer, not cfg.joint_grad_clip)
@@ -185,15 +186,17 @@ class Trainer:
         t3 = time.perf_counter()
         self.iteration += 1
         self._watch_health(episodes, train.get("train/value_loss", math.nan))
-        self.recent_returns.extend(r for r, _ in episodes)
+        self.recent_returns.extend(e.score for e in episodes)
         every = c.snapshot_every
         if every and self.global_step // every > (self.global_step - batch) // every:
             self.save_snapshot()
-        returns = [r for r, _ in episodes]
+        returns = [e.score for e in episodes]
+        successes = [e.success for e in episodes if e.success is not None]
         return {
             "rollout/ep_return_mean": float(np.mean(returns)) if returns else math.nan,
-            "rollout/ep_length_mean": float(np.mean([n for _, n in episodes])) if episodes else math.nan,
+            "rollout/ep_length_mean": float(np.mean([e.length for e in episodes])) if episodes else math.nan,
             "rollout/episodes": len(episodes),
+            **({"rollout/success_rate": float(np.mean(successes))} if successes else {}),
             **train, "train/explained_variance_old": ev, "train/gae_lambda": lam,
             "train/lr_policy": lr_pi, "train/lr_value": lr_v, "train/eps_pi_low": eps_low,
             "train/eps_pi_high": eps_high, "train/eps_v": math.nan if eps_v is None else eps_v,
@@ -206,6 +209,7 @@ class Trainer:
     def update(self, eps_low: float, eps_high: float, eps_v: Optional[float]) -> dict[str, float]:
         """One shared PPO-family update; a non-finite loss or result restores the last healthy weights.  An
         extension may re-anchor the policy ratio (stale data)."""
+        self.sampler.progress = self.iteration / max(1, -(-self.cfg.total_steps // self.batch_size))  # updates done
         proximal = next((p for p in (e.anchor(self) for e in self.extensions) if p is not None), None)
         if self.numpy_update is not None:
             metrics, finite = self.numpy_update.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings,
@@ -228,10 +232,10 @@ class Trainer:
         self.health_counts[name] += 1
         self.health_events.append({"step": self.global_step, "event": name, "detail": detail})
 
-    def _watch_health(self, episodes: list[tuple[float, int]], v_loss: float) -> None:
+    def _watch_health(self, episodes: list[Episode], v_loss: float) -> None:
         if not self.cfg.health_monitors:
             return
-        collapsed, new_best = self.collapse.observe(r for r, _ in episodes)
+        collapsed, new_best = self.collapse.observe(e.score for e in episodes)
         if new_best:
             self.best_actor = copy.deepcopy(self.actor.state_dict())
             self.best_obs_norm = self.obs_norm.state_dict()

@@ -10,6 +10,7 @@ from core.config import ConfigError
 from core import schedules
 from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
+from core.rollout import Episode
 from core.extensions.kl_adaptive_lr import KLAdaptiveScale
 from core.extensions.noise_floor import floor_at
 from core.trainer import Trainer
@@ -47,6 +48,8 @@ def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo, overlap):
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4}),
     ("ppo", "CartPole-v1", {"overlap": True}),
     ("dapo", "CartPole-v1", {"extensions": {"kl_adaptive_lr": {"target": 1e-4}}}),  # the KL scale is state
+    ("dapo", "CartPole-v1", {"dynamic_sampling": False,  # PufferLib's segments: their draws and annealed beta
+                             "extensions": {"prioritized_segments": {"segment_length": 16}}}),
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4, "hidden_sizes": (48, 32),
                              "overlap": True}),  # other widths, also in the collector process
 ])
@@ -90,25 +93,25 @@ def test_non_finite_loss_is_skipped_and_weights_restored(tmp_path, small_config)
 def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_config):
     cfg = small_config(tmp_path, collapse_window=2)
     t = Trainer(cfg, tmp_path)
-    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)      # first mean 10
-    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # new best 100 -> snapshot
+    t._watch_health([Episode(10.0, 10), Episode(10.0, 10)], 1.0)      # first mean 10
+    t._watch_health([Episode(100.0, 100), Episode(100.0, 100)], 1.0)  # new best 100 -> snapshot
     best = {k: v.clone() for k, v in t.actor.state_dict().items()}
     with torch.no_grad():
         for p in t.actor.parameters():
             p.add_(1.0)                                  # a "bad update"
     low_before, _, _ = t.clip_ranges()
-    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)      # lost > 70% of the gain
+    t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)      # lost > 70% of the gain
     assert t.health_counts["policy_collapse"] == 1
     assert all(torch.equal(best[k], v) for k, v in t.actor.state_dict().items())
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
     # the monitor starts over from the restored policy, so a second collapse needs a new gain first; it
     # restores the new best snapshot but does not widen the clip further
-    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)      # the restored policy's first window: new start
-    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # new best 100 -> snapshot (the restored weights)
+    t._watch_health([Episode(10.0, 10), Episode(10.0, 10)], 1.0)      # the restored policy's first window: new start
+    t._watch_health([Episode(100.0, 100), Episode(100.0, 100)], 1.0)  # new best 100 -> snapshot (the restored weights)
     with torch.no_grad():
         for p in t.actor.parameters():
             p.add_(1.0)
-    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
+    t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)
     assert t.health_counts["policy_collapse"] == 2
     assert all(torch.equal(best[k], v) for k, v in t.actor.state_dict().items())
     assert t.clip_ranges()[0] == pytest.approx(1.5 * low_before)
@@ -117,11 +120,11 @@ def test_collapse_remedy_restores_best_actor_and_widens_clip(tmp_path, small_con
 def test_collapse_confirm_reaches_the_trainer(tmp_path, small_config):
     """--collapse-confirm 1: the falls alone leave the actor alone; a second fresh window with them restores it."""
     t = Trainer(small_config(tmp_path, collapse_window=2, collapse_confirm=1), tmp_path)
-    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)
-    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)
-    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
+    t._watch_health([Episode(10.0, 10), Episode(10.0, 10)], 1.0)
+    t._watch_health([Episode(100.0, 100), Episode(100.0, 100)], 1.0)
+    t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)
     assert t.health_counts["policy_collapse"] == 0
-    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)
+    t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)
     assert t.health_counts["policy_collapse"] == 1
 
 
@@ -250,14 +253,14 @@ def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, sma
                        collapse_confirm=0)
     t = Trainer(cfg, tmp_path)
     t.iterate()  # real statistics
-    t._watch_health([(10.0, 10), (10.0, 10)], 1.0)
-    t._watch_health([(100.0, 100), (100.0, 100)], 1.0)  # new best -> snapshot of actor and statistics
+    t._watch_health([Episode(10.0, 10), Episode(10.0, 10)], 1.0)
+    t._watch_health([Episode(100.0, 100), Episode(100.0, 100)], 1.0)  # new best -> snapshot of actor and statistics
     raw = np.random.default_rng(0).normal(0.0, 1.0, (32, 3))
     best = t.actor.mode(torch.as_tensor(t.obs_norm(raw)))
     t.iterate()
     t.iterate()  # the actor and the statistics move on
     assert not np.allclose(t.obs_norm.state_dict()["mean"], t.best_obs_norm["mean"])
-    t._watch_health([(12.0, 12), (12.0, 12)], 1.0)  # collapse -> restore
+    t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)  # collapse -> restore
     assert t.health_counts["policy_collapse"] == 1
     assert torch.allclose(t.actor.mode(torch.as_tensor(t.obs_norm(raw))), best, atol=1e-5)
 
