@@ -188,7 +188,8 @@ class NumpyUpdate:
                     i = idx.numpy()
                     mb = [x[i] for x in data]
                     parts, grad = self._loss_and_grads(mb, None if weights is None else weights.numpy(),
-                                                       clip_ranges, s, None if lag_weights is None else lag_weights[i])
+                                                       clip_ranges, s, None if lag_weights is None else lag_weights[i],
+                                                       sampler.weights_scope)
                     if not np.isfinite(parts["loss"]):  # never let NaN/Inf reach the weights
                         return means(), False
                     parts.update(self._clip(grad, s.max_grad_norm))
@@ -244,22 +245,23 @@ class NumpyUpdate:
         p -= (lr / (1 - beta1 ** t)) * m1 / denom
 
     def _loss_and_grads(self, mb: list[Array], w: Optional[Array], clip_ranges, s: UpdateSettings,
-                        lag_w: Optional[Array] = None):
+                        lag_w: Optional[Array] = None, scope: str = "all"):
         """The losses of :mod:`core.losses` on one minibatch and the gradient of
-        ``L = L_pi + vf_coef * L_V - ent_coef * H`` as one flat vector (parameter order); ``lag_w``
+        ``L = L_pi + vf_coef * L_V - ent_coef * H`` as one flat vector (parameter order).  The sampler's weights
+        ``w`` ``(M,)`` act on every term (``scope`` "all") or on the surrogate only ("surrogate"); ``lag_w``
         ``(M,)`` weights the surrogate only (:class:`core.update.Proximal`)."""
         obs, actions, logp_old, v_old, adv, returns = mb
         eps_low, eps_high, eps_v = clip_ranges
         m = obs.shape[0]
-        pi_w = w if s.policy_weights else None
-        if s.norm_adv:  # core.losses.normalised_advantages: statistics under the policy's sample weights
-            if pi_w is None:
+        all_w = w if scope == "all" else None
+        if s.norm_adv:  # core.losses.normalised_advantages: statistics under the loss-wide sample weights
+            if all_w is None:
                 centred = adv - adv.sum() / m
                 adv = centred / (np.sqrt((centred * centred).sum() / (m - 1)) + 1e-8)
             else:
-                v1 = pi_w.sum()
-                centred = adv - (pi_w * adv).sum() / v1
-                adv = centred / (np.sqrt((pi_w * centred * centred).sum() / (v1 - (pi_w * pi_w).sum() / v1)) + 1e-8)
+                v1 = all_w.sum()
+                centred = adv - (all_w * adv).sum() / v1
+                adv = centred / (np.sqrt((all_w * centred * centred).sum() / (v1 - (all_w * all_w).sum() / v1)) + 1e-8)
         one = np.ones(m, dtype=np.float32)
         out, actor_inputs = self.actor_net.forward(obs)                           # (M, A) mean or (M, n) logits
         logp, entropies = self.head.forward(out, actions)                         # (M,), (M,)
@@ -269,17 +271,17 @@ class NumpyUpdate:
         inside = ((ratio >= 1 - eps_low) & (ratio <= 1 + eps_high)).astype(np.float32)
         unclipped_term, clipped_term = ratio * adv, clipped * adv
         surrogate = np.minimum(unclipped_term, clipped_term)
-        pw = one if pi_w is None else pi_w
+        pw = one if w is None else w
         sw = pw if lag_w is None else pw * lag_w                                  # surrogate weights (M,)
+        aw = one if all_w is None else all_w                                      # entropy and value weights (M,)
         pi_loss = -(surrogate * sw).sum() / m
         g_ratio = _pick(unclipped_term, clipped_term, adv, adv * inside, take_smaller=True)
         g_logp = -(sw / m) * g_ratio * ratio                                      # dL/dlogp (M,)
-        entropy = float((entropies * pw).sum() / m)
-        g_out, g_head = self.head.backward(g_logp, -(s.ent_coef / m) * pw)        # dL/dH_i = -c_H w_i / M
+        entropy = float((entropies * aw).sum() / m)
+        g_out, g_head = self.head.backward(g_logp, -(s.ent_coef / m) * aw)        # dL/dH_i = -c_H w_i / M
         # value: E[(V-R)^2] or E[max((V-R)^2, (V_clip-R)^2)], V_clip = V_old + clip(V - V_old, -eps, eps)
         v, critic_inputs = self.critic_net.forward(obs)
         v = v[:, 0]
-        vw = one if w is None else w
         err = (v - returns) ** 2
         if eps_v is None:
             per_sample, g_v, clip_frac = err, 2 * (v - returns), 0.0
@@ -290,8 +292,8 @@ class NumpyUpdate:
             per_sample = np.maximum(err, err_clip)
             g_v = _pick(err, err_clip, 2 * (v - returns), 2 * (v_clip - returns) * in_v, take_smaller=False)
             clip_frac = float((1.0 - in_v).mean())
-        v_loss = (per_sample * vw).sum() / m
-        g_v = (s.vf_coef * vw / m) * g_v
+        v_loss = (per_sample * aw).sum() / m
+        g_v = (s.vf_coef * aw / m) * g_v
         var_r = returns.var()
         ev = 1 - (returns - v).var() / max(var_r, 1e-30) if var_r > 0 else float("nan")
         loss = pi_loss + s.vf_coef * v_loss - s.ent_coef * entropy

@@ -153,7 +153,13 @@ class DynamicSampler:
     ``dynamic=True`` draws from ``p = softmax(|A|/max|A| / T)`` by ``resampling`` (``multinomial``,
     ``systematic`` or ``without-replacement``), or with ``weighted`` keeps the permutation and yields the
     weights ``N p_i`` (see the module docstring).
+
+    The interface the update uses: :meth:`window`, :meth:`minibatches` and :attr:`weights_scope` (``all``: the
+    weights multiply every loss term and weight the advantage statistics; ``surrogate``: the clipped surrogate
+    only).  :attr:`progress`, the share of training done, is set by the trainer before each update.
     """
+
+    weights_scope = "all"
 
     def __init__(self, capacity: int, device: torch.device, temperature: Optional[Temperature] = None,
                  dynamic: bool = True, importance_correction: bool = False, seed: int = 0,
@@ -175,6 +181,7 @@ class DynamicSampler:
         self.data: Optional[Transitions] = None
         self.size = 0   # filled slots
         self.head = 0   # next slot to write (ring buffer)
+        self.progress = 0.0
 
     def add(self, batch: Transitions) -> None:
         """Append ``B`` transitions, dropping the oldest beyond ``capacity``.  Any NamedTuple of

@@ -62,9 +62,6 @@ class UpdateSettings:
     vf_coef: float
     ent_coef: float
     max_grad_norm: float
-    policy_weights: bool = True
-    """Apply the sampler's weights (importance or ``weighted`` resampling) to the policy loss and entropy too
-    (False: value loss only)."""
 
 
 def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluation],
@@ -89,19 +86,20 @@ def ppo_update(sampler: DynamicSampler, evaluate: Callable[[NamedTuple], Evaluat
     n = 0
     for _ in range(s.num_epochs):
         for mb, weights, idx in _epoch_minibatches(sampler, data, s):
-            pi_weights = weights if s.policy_weights else None
+            # weights on every term (sampler.weights_scope "all") or on the surrogate only ("surrogate")
+            all_weights = weights if sampler.weights_scope == "all" else None
             # statistics under the sampler's weights, not the proximal lag's: those pick the window's
             # distribution; the lag re-weights actions within it (normalised_advantages)
-            adv = normalised_advantages(mb.advantages, pi_weights) if s.norm_adv else mb.advantages
+            adv = normalised_advantages(mb.advantages, all_weights) if s.norm_adv else mb.advantages
             ev = evaluate(mb)
             eps_low, eps_high, eps_v = clip_ranges(mb)
-            surrogate_weights = pi_weights
+            surrogate_weights = weights
             if proximal is not None:
                 lag = proximal.weight[idx]
-                surrogate_weights = lag if pi_weights is None else pi_weights * lag
+                surrogate_weights = lag if weights is None else weights * lag
             pi_loss, pi_diag = policy_loss(ev.logp, mb.logp_old, adv, eps_low, eps_high, surrogate_weights)
-            v_loss, v_diag = value_loss(ev.values, mb.values_old, mb.returns, eps_v, weights)
-            entropy = entropy_bonus(ev.entropy, pi_weights)
+            v_loss, v_diag = value_loss(ev.values, mb.values_old, mb.returns, eps_v, all_weights)
+            entropy = entropy_bonus(ev.entropy, all_weights)
             loss = combined_objective(pi_loss, v_loss, entropy, s.vf_coef, s.ent_coef)
             finite = all_finite([loss]) if dist is None else dist.all_true(all_finite([loss]))
             if not finite:  # never let NaN/Inf reach the weights

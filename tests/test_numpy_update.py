@@ -4,7 +4,8 @@ Same networks, same sampler draws, same settings: after several epochs of Adam s
 Adam moments and the reported ``train/`` metrics must agree to float32 rounding, for Gaussian and
 categorical actors, PPO's joint clipping, GRPO's value clip and DAPO's separate groups with prioritised
 draws, importance weights (and ``--resampling weighted``'s weights, with the advantage statistics taken under
-them), clip-higher and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
+them), weights on the surrogate only (PufferLib's prioritized segments, ``core.segment_sampler``), clip-higher
+and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
 outside these tolerances (the last test checks that the comparison can fail).
 """
 import copy
@@ -16,6 +17,7 @@ import torch
 from core.networks import CategoricalActor, Critic, GaussianActor
 from core.numpy_update import NumpyUpdate
 from core.sampler import DynamicSampler, Temperature, Transitions
+from core.segment_sampler import SegmentSampler
 from core.update import PROXIMAL_WEIGHT_CAP, Evaluation, UpdateSettings, grad_groups, ppo_update, proximal_anchor
 
 N, OBS, ACT = 96, 5, 3
@@ -29,7 +31,8 @@ def _data(discrete: bool, seed: int = 0) -> Transitions:
                        advantages=2 * torch.randn(N, generator=g), returns=torch.randn(N, generator=g))
 
 
-def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidden=(16, 16), resampling="multinomial"):
+def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidden=(16, 16), resampling="multinomial",
+           segments: bool = False):
     torch.manual_seed(0)
     actor = CategoricalActor(OBS, ACT, (16, 16)) if discrete else GaussianActor(OBS, ACT, (16, 16))
     critic = Critic(OBS, critic_hidden)
@@ -37,20 +40,23 @@ def _setup(dynamic: bool, importance: bool, discrete: bool = False, critic_hidde
                            eps=1e-5, fused=True)
     sampler = DynamicSampler(N, torch.device("cpu"), Temperature("fixed", 0.5), dynamic=dynamic,
                              importance_correction=importance, seed=11, resampling=resampling)
+    if segments:  # 4 envs x 24 steps in segments of 8; beta 0.2 + 0.8 * 0.8 * 0.5 = 0.52
+        sampler = SegmentSampler(4, N // 4, 8, alpha=0.8, beta0=0.2, device=torch.device("cpu"), seed=11)
+        sampler.progress = 0.5
     sampler.add(_data(discrete))
     return actor, critic, opt, sampler
 
 
-CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weights, policy weights, ent_coef,
+CASES = {  # name: (separate groups, clip ranges, dynamic draws, importance weights, segment sampler, ent_coef,
     #         proximal anchor); "dapo-ent-below" also gives the Gaussian actor an entropy ceiling (--ent-below)
-    "ppo": (False, (0.2, 0.2, None), False, False, True, 0.0, False),
-    "grpo": (False, (0.2, 0.2, 0.2), False, False, True, 0.0, False),
-    "dapo": (True, (0.2, 0.28, 0.4), True, True, True, 0.01, False),
-    "dapo-value-weights": (True, (0.1, 0.1, 0.3), True, True, False, 0.003, False),
-    "dapo-proximal": (True, (0.2, 0.2, 0.4), True, True, True, 0.01, True),
-    "dapo-wide-critic": (True, (0.2, 0.2, 0.2), False, False, True, 0.0, False),  # critic (40, 24), actor (16, 16)
-    "dapo-ent-below": (True, (0.2, 0.28, 0.4), True, True, True, 0.05, False),
-    "dapo-weighted": (True, (0.2, 0.28, 0.4), True, False, True, 0.01, False),  # --resampling weighted
+    "ppo": (False, (0.2, 0.2, None), False, False, False, 0.0, False),
+    "grpo": (False, (0.2, 0.2, 0.2), False, False, False, 0.0, False),
+    "dapo": (True, (0.2, 0.28, 0.4), True, True, False, 0.01, False),
+    "puffer-segments": (True, (0.1, 0.1, 0.3), False, False, True, 0.003, False),  # weights on the surrogate only
+    "dapo-proximal": (True, (0.2, 0.2, 0.4), True, True, False, 0.01, True),
+    "dapo-wide-critic": (True, (0.2, 0.2, 0.2), False, False, False, 0.0, False),  # critic (40, 24), actor (16, 16)
+    "dapo-ent-below": (True, (0.2, 0.28, 0.4), True, True, False, 0.05, False),
+    "dapo-weighted": (True, (0.2, 0.28, 0.4), True, False, False, 0.01, False),  # --resampling weighted
 }
 ENTROPY_CEILING = torch.tensor([0.5, -0.5, 0.5])  # log-std starts at 0: the bonus acts on dimensions 0 and 2 only
 
@@ -58,12 +64,12 @@ ENTROPY_CEILING = torch.tensor([0.5, -0.5, 0.5])  # log-std starts at 0: the bon
 @pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_numpy_update_matches_the_torch_update(case, discrete):
-    separate, clips, dynamic, importance, policy_weights, ent_coef, anchored = CASES[case]
+    separate, clips, dynamic, importance, segments, ent_coef, anchored = CASES[case]
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
-                              ent_coef=ent_coef, max_grad_norm=0.5, policy_weights=policy_weights)
+                              ent_coef=ent_coef, max_grad_norm=0.5)
     critic_hidden = (40, 24) if case == "dapo-wide-critic" else (16, 16)
     actor, critic, opt, sampler = _setup(dynamic, importance, discrete, critic_hidden,
-                                         "weighted" if case == "dapo-weighted" else "multinomial")
+                                         "weighted" if case == "dapo-weighted" else "multinomial", segments)
     if case == "dapo-ent-below" and not discrete:
         actor.entropy_ceiling = ENTROPY_CEILING
     twin = copy.deepcopy((actor, critic, opt, sampler))  # the same weights and the same draws
@@ -108,8 +114,8 @@ def test_the_comparison_detects_a_wrong_gradient(monkeypatch, discrete):
                grad_groups(actor, critic, True), lambda mb: (0.2, 0.2, 0.4), settings)
     original = nu.NumpyUpdate._loss_and_grads
 
-    def without_entropy(self, mb, w, clip_ranges, s, lag_w=None):
-        return original(self, mb, w, clip_ranges, UpdateSettings(**{**s.__dict__, "ent_coef": 0.0}), lag_w)
+    def without_entropy(self, mb, w, clip_ranges, s, lag_w=None, scope="all"):
+        return original(self, mb, w, clip_ranges, UpdateSettings(**{**s.__dict__, "ent_coef": 0.0}), lag_w, scope)
 
     monkeypatch.setattr(nu.NumpyUpdate, "_loss_and_grads", without_entropy)
     nu.NumpyUpdate(a2, c2, opt2, True).update(sampler2, (0.2, 0.2, 0.4), settings)

@@ -535,7 +535,7 @@ def test_weighted_resampling_weights_the_policy_loss_too(tmp_path, small_config)
     from core.trainer import Trainer
     t = Trainer(small_config(tmp_path / "w", resampling="weighted"), tmp_path / "w")
     t.iterate()
-    assert t.update_settings.policy_weights and all(w is not None for _, w in t.sampler.minibatches(4, 64))
+    assert t.sampler.weights_scope == "all" and all(w is not None for _, w in t.sampler.minibatches(4, 64))
     plain = Trainer(small_config(tmp_path / "m"), tmp_path / "m")
     plain.iterate()
     assert all(w is None for _, w in plain.sampler.minibatches(4, 64))  # no correction, no weights

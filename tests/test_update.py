@@ -1,7 +1,8 @@
-"""The shared PPO-family update (``core.update.ppo_update``): where the sampler's importance weights go.
+"""The shared PPO-family update (``core.update.ppo_update``): where the sampler's weights go.
 
-With ``policy_weights=False`` (``--value-importance-correction``) the weights reach the value loss only:
-on the same draws the policy loss must equal the unweighted one and the value loss the weighted one.
+A sampler whose ``weights_scope`` is "surrogate" (PufferLib's prioritized segments) weights the clipped
+surrogate only: on the same draws the value loss and entropy must equal the unweighted run's, the advantage
+statistics stay unweighted, and the policy loss is the hand-computed ``-mean(w * min(r A, clip(r) A))``.
 One epoch of one minibatch makes the reported losses those of the first (pre-step) evaluation.
 Also: which learning rate the critic's optimiser group gets by default.
 """
@@ -15,16 +16,25 @@ from core.update import Evaluation, GradGroups, UpdateSettings, _epoch_minibatch
 N = 16
 
 
-def _run(importance_correction: bool, policy_weights: bool) -> dict[str, float]:
-    torch.manual_seed(0)
+def _data() -> Transitions:
     g = torch.Generator().manual_seed(3)
     obs = torch.randn(N, 2, generator=g)
-    data = Transitions(obs=obs, actions=torch.randn(N, generator=g), logp_old=torch.randn(N, generator=g),
+    return Transitions(obs=obs, actions=torch.randn(N, generator=g), logp_old=torch.randn(N, generator=g),
                        values_old=torch.randn(N, generator=g), advantages=torch.linspace(-3, 5, N),
                        returns=torch.randn(N, generator=g))
+
+
+def _sampler(importance_correction: bool, scope: str = "all") -> DynamicSampler:
     sampler = DynamicSampler(N, torch.device("cpu"), Temperature("fixed", 0.2), dynamic=True,
                              importance_correction=importance_correction, seed=7)
-    sampler.add(data)
+    sampler.weights_scope = scope
+    sampler.add(_data())
+    return sampler
+
+
+def _run(importance_correction: bool, scope: str = "all") -> dict[str, float]:
+    torch.manual_seed(0)
+    sampler = _sampler(importance_correction, scope)
     actor, critic = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
 
     def evaluate(mb):
@@ -34,7 +44,7 @@ def _run(importance_correction: bool, policy_weights: bool) -> dict[str, float]:
 
     opt = torch.optim.SGD(list(actor.parameters()) + list(critic.parameters()), lr=0.1)
     settings = UpdateSettings(num_epochs=1, num_minibatches=1, minibatch_size=N, norm_adv=True, vf_coef=0.5,
-                              ent_coef=0.01, max_grad_norm=10.0, policy_weights=policy_weights)
+                              ent_coef=0.01, max_grad_norm=10.0)
     grads = GradGroups(list(actor.parameters()), list(critic.parameters()), joint=True)
     metrics, ok = ppo_update(sampler, evaluate, opt, grads,
                              lambda mb: (0.2, 0.2, None), settings)
@@ -42,17 +52,28 @@ def _run(importance_correction: bool, policy_weights: bool) -> dict[str, float]:
     return metrics
 
 
-def test_value_only_importance_weights():
-    unweighted = _run(importance_correction=False, policy_weights=True)
-    weighted = _run(importance_correction=True, policy_weights=True)
-    value_only = _run(importance_correction=True, policy_weights=False)
+def test_surrogate_scoped_weights_reach_the_surrogate_only():
+    unweighted = _run(importance_correction=False)
+    weighted = _run(importance_correction=True)
+    surrogate = _run(importance_correction=True, scope="surrogate")
     # T=0.2 makes p far from uniform, so weighting must change both losses ...
     assert abs(weighted["train/policy_loss"] - unweighted["train/policy_loss"]) > 1e-3
     assert abs(weighted["train/value_loss"] - unweighted["train/value_loss"]) > 1e-3
-    # ... and value-only weighting takes the policy part from one and the value part from the other.
-    assert value_only["train/policy_loss"] == unweighted["train/policy_loss"]
-    assert value_only["train/entropy"] == unweighted["train/entropy"]
-    assert value_only["train/value_loss"] == weighted["train/value_loss"]
+    # ... and surrogate-only weighting leaves the value loss and entropy as they were unweighted
+    assert surrogate["train/value_loss"] == unweighted["train/value_loss"]
+    assert surrogate["train/entropy"] == unweighted["train/entropy"]
+    # the policy loss by hand: plain minibatch statistics, then each surrogate times its weight
+    torch.manual_seed(0)
+    actor = torch.nn.Linear(2, 1)  # the same initial weights as the run's (seed 0, first module built)
+    idx, w = next(_sampler(True).minibatches(1, N))
+    data = _data()
+    adv = data.advantages[idx]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    with torch.no_grad():
+        ratio = (-0.5 * (data.actions[idx] - actor(data.obs[idx]).squeeze(-1)) ** 2 - data.logp_old[idx]).exp()
+    by_hand = -(w * torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv)).mean()
+    assert math.isclose(surrogate["train/policy_loss"], float(by_hand), rel_tol=1e-5)
+    assert not math.isclose(surrogate["train/policy_loss"], unweighted["train/policy_loss"], rel_tol=1e-3)
 
 
 def test_dapo_critic_lr_follows_the_policy_lr_unless_set():

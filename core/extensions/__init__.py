@@ -2,7 +2,8 @@
 
 An extension is a class with a name, an ``Options`` dataclass (its settings, each with a docstring) and the hooks
 the trainer calls (all optional): a multiplier on the policy learning rate, an anchor for the policy ratio of
-stale data, a step after each update, a phrase for the run's settings line, and state for checkpoints.  A new
+stale data, a minibatch sampler in place of the trainer's, a step after each update, a phrase for the run's
+settings line, and state for checkpoints.  A new
 idea is one module in this package (found and registered on import) plus one line in a recipe::
 
     extensions:
@@ -51,6 +52,11 @@ class Extension:
 
     def anchor(self, trainer: Any):
         """A :class:`core.update.Proximal` to re-anchor the policy ratio on, or None."""
+        return None
+
+    def sampler(self, trainer: Any):
+        """A minibatch sampler to use instead of the trainer's (the interface of :class:`core.sampler.DynamicSampler`),
+        or None."""
         return None
 
     def after_update(self, trainer: Any, metrics: dict[str, float]) -> dict[str, float]:
