@@ -61,8 +61,9 @@ def test_the_suites_name_existing_recipes_and_every_recipe_is_used():
 @pytest.mark.parametrize("name", sorted(recipes.describe()))
 def test_every_shipped_recipe_loads_and_resolves(name):
     assert recipes.describe()[name], f"recipe {name} has no description"
-    family = name if name in ("classic", "continuous", "atari") else "continuous"
-    cfg = resolve({"recipe": (name,), "env": "Hopper-v5" if family == "continuous" else "CartPole-v1"}, family)
+    family = name if name in ("classic", "continuous", "atari", "minigrid") else "continuous"
+    env = {"continuous": "Hopper-v5", "minigrid": "MiniGrid-Empty-5x5-v0"}.get(family, "CartPole-v1")
+    cfg = resolve({"recipe": (name,), "env": env}, family)
     assert cfg.recipe == (name,)
 
 
