@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ import numpy as np
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import mean_pm_std, sample_std, steps_to_threshold
-from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, script_main, seed_int
+from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, run_jobs, script_main, seed_int
 
 VARIANTS = {
     "dt": ["--algo", "dt"],
@@ -224,11 +223,7 @@ def main(argv=None, prog=None) -> int:
                                  "--eval-episodes", str(args.eval_episodes), "--online-steps", str(args.online_steps),
                                  "--dataset-steps", str(max(1, int(frac * total))), "--no-progress", *args.extra]
                         jobs.append((run_path(args.runs_dir, env, variant, frac, seed), flags))
-        print(f"{len(jobs)} runs, {args.jobs} at a time, into {args.runs_dir}", flush=True)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            for msg in pool.map(lambda j: run_cli(*j), jobs):
-                print(msg, flush=True)
-                statuses.append(msg)
+        statuses = run_jobs(jobs, run_cli, args.jobs, args.runs_dir)
     if statuses and all(s.startswith("FAILED") for s in statuses):
         return failures(statuses)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
-from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, run_command, script_main, seed_int
+from experiments.sweep import (ROOT, caller_path, failures, parser, positive_int, run_cli, run_command, run_jobs,
+                               script_main, seed_int)
 
 RECIPES = ROOT / "experiments" / "recipes" / "mujoco"  # one YAML file per variant (base chains, comments: why)
 SUITES_FILE = ROOT / "experiments" / "recipes" / "mujoco_suites.yaml"
@@ -140,12 +140,8 @@ def main(argv=None, prog=None) -> int:
     runs = args.runs_dir / args.suite
     statuses = []
     if not args.report_only:
-        jobs = [(env, v, f, s) for env in args.envs for s in args.seeds for v, f in variants.items()]
-        print(f"{len(jobs)} runs, {args.jobs} at a time, into {runs}", flush=True)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            for msg in pool.map(lambda j: run_one(runs, j[0], j[1], j[2], j[3], args.total_steps), jobs):
-                print(msg, flush=True)
-                statuses.append(msg)
+        jobs = [(runs, env, v, f, s, args.total_steps) for env in args.envs for s in args.seeds for v, f in variants.items()]
+        statuses = run_jobs(jobs, run_one, args.jobs, runs)
     if statuses and all(s.startswith("FAILED") for s in statuses):
         return failures(statuses)  # nothing to report
     from experiments.mujoco_report import write_report

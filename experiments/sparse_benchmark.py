@@ -25,12 +25,12 @@ import json
 import sys
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, script_main, seed_int
+from experiments.sweep import (ROOT, caller_path, failures, parser, positive_int, run_cli, run_jobs, script_main,
+                               seed_int)
 
 SUITE_FILE = ROOT / "experiments" / "recipes" / "sparse_suite.yaml"
 RECIPES = ROOT / "experiments" / "recipes" / "sparse"
@@ -204,13 +204,9 @@ def main(argv=None, prog=None) -> int:
     tasks = {t: suite["tasks"][t] for t in args.tasks}
     statuses = []
     if not args.report_only:
-        jobs = [(env, v, s) for env in tasks for s in args.seeds for v in args.variants]
-        print(f"{len(jobs)} runs, {args.jobs} at a time, into {args.runs_dir}", flush=True)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            for msg in pool.map(lambda j: run_one(args.runs_dir, j[0], j[1], j[2],
-                                                  args.total_steps or tasks[j[0]]["steps"]), jobs):
-                print(msg, flush=True)
-                statuses.append(msg)
+        jobs = [(args.runs_dir, env, v, s, args.total_steps or tasks[env]["steps"])
+                for env in tasks for s in args.seeds for v in args.variants]
+        statuses = run_jobs(jobs, run_one, args.jobs, args.runs_dir)
     if statuses and all(s.startswith("FAILED") for s in statuses):
         return failures(statuses)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,20 @@ def run_command(cmd: Sequence[str], run_dir: Path) -> str:
     return f"done {run_dir} in {time.time() - t0:.0f}s"
 
 
+def run_jobs(jobs: Sequence, run, workers: int, runs_dir: Path) -> list[str]:
+    """``run(*job)`` for every job, ``workers`` at a time (threads: each run is its own process), printing each
+    one-line status as it arrives; returns the statuses."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    print(f"{len(jobs)} runs, {workers} at a time, into {runs_dir}", flush=True)
+    statuses = []
+    with ThreadPoolExecutor(workers) as pool:
+        for msg in pool.map(lambda job: run(*job), jobs):
+            print(msg, flush=True)
+            statuses.append(msg)
+    return statuses
+
+
 # --- command-line plumbing shared by the benchmark scripts -------------------------------------------------------
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (one-line error otherwise)."""
