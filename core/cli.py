@@ -133,8 +133,12 @@ def explicit_from_args(args: argparse.Namespace, names: set[str]) -> dict:
         out["recipe"] = tuple(args.recipe)
     if getattr(args, "ext", None):
         specs: dict = {}
-        for words in args.ext:
-            specs.update(extensions.parse_cli(words))
+        for words in args.ext:  # repeated --ext NAME k=v accumulate; the recipes' options stay unless named
+            for name, options in extensions.parse_cli(words).items():
+                if (options is None) != (specs.get(name, options) is None):
+                    raise ConfigError(f"--ext {name} is both turned off and given options; drop '--ext {name} off' "
+                                      f"or the options")
+                specs[name] = None if options is None else {**specs.get(name, {}), **options}
         out["extensions"] = specs
     return out
 

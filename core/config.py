@@ -174,8 +174,9 @@ class TrainConfig:
 
     # --- extensions
     extensions: dict[str, Any] = field(default_factory=dict)
-    """Mechanisms beyond PPO/GRPO/DAPO, by name with their options. --ext NAME [key=value ...] adds one; --ext NAME
-    off removes one a recipe added."""
+    """Mechanisms beyond PPO/GRPO/DAPO, by name with their options. --ext NAME [key=value ...] turns one on, or
+    sets some options of one a recipe turned on (its others stay); repeated --ext NAME add up; --ext NAME off
+    removes one a recipe added."""
 
     # --- runtime
     device: str = "auto"

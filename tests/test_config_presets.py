@@ -42,8 +42,8 @@ def test_explicit_settings_override_the_mujoco_dapo_recipe():
     c = _r("continuous", algo="dapo", dynamic_sampling=True)  # the draws back on MuJoCo
     assert (c.dynamic_sampling, c.auto_lambda, c.eps_v_start) == (True, True, 0.2)
     assert _r("continuous", algo="dapo", log_std_init=0.0).log_std_init == 0.0  # CleanRL's initial noise back
-    c = _r("continuous", algo="dapo", extensions={"noise_floor": {"log_std_min": -1.5}})  # replaces the recipe's whole
-    assert c.extensions["noise_floor"] == {"log_std_min": -1.5, "relative": False, "anneal": False, "anneal_start": 0.0}
+    c = _r("continuous", algo="dapo", extensions={"noise_floor": {"log_std_min": -1.5}})  # the recipe's others stay
+    assert c.extensions["noise_floor"] == {"log_std_min": -1.5, "relative": True, "anneal": True, "anneal_start": 0.5}
     assert c.extensions["kl_adaptive_lr"] == {"target": 0.05, "max_scale": 1.0}  # the other extension stays
     assert "noise_floor" not in _r("continuous", algo="dapo", extensions={"noise_floor": None}).extensions
 

@@ -9,7 +9,8 @@ idea is one module in this package (found and registered on import) plus one lin
     extensions:
       noise_floor: {log_std_min: -1.2}
 
-From the command line: ``--ext noise_floor log_std_min=-1.2`` (``--ext NAME off`` removes one a recipe added).
+From the command line: ``--ext noise_floor log_std_min=-1.2``; on an extension a recipe turned on, ``--ext`` sets
+only the options it names (the recipe's others stay), and ``--ext NAME off`` removes it.
 Fast paths declare what they support: an extension with ``numpy_update = False`` sends the update to torch.
 """
 from __future__ import annotations

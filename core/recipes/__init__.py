@@ -1,8 +1,13 @@
 """Recipes: the toolkit's settings kept as data, in YAML files.
 
 A recipe is a mapping ``option: value`` (``dapo run`` option names, written with ``-`` or ``_``) with two reserved
-keys: ``description`` (one line) and ``base`` (a name or a list of names of recipes applied before this one).
-``extensions`` holds ``name: {option: value}`` (or ``name: null`` to remove one an earlier layer added).
+keys: ``description`` (one line) and ``base`` (a name or a list of names of recipes applied before this one).  The
+option ``recipe`` (``--recipe`` in a ``--config`` file) names more recipes applied before this one, after ``base``.
+A relative path in ``base`` or ``recipe`` is relative to the file that names it.
+``extensions`` holds ``name: {option: value}`` (or ``name: null`` to remove one an earlier layer added).  A layer
+changes only the extension options it names: ``kl_adaptive_lr: {target: 0.02}`` over an earlier layer's
+``{target: 0.05, max_scale: 1.0}`` gives ``{target: 0.02, max_scale: 1.0}``; options no layer names take the
+extension's defaults.  After ``null`` a later layer turns the extension on afresh, from its defaults.
 
 A run's settings are layered, each layer winning over the ones before it (:func:`merge`): the config dataclass's
 defaults, the env family's recipe (``classic``, ``continuous``, ``atari``, ``minigrid``), the algorithm's (``ppo``, ``grpo``,
@@ -27,10 +32,12 @@ def is_path(name: str) -> bool:
 
 
 def find(name: str, dirs: Iterable[Path], near: Optional[Path] = None) -> Path:
-    """The file of recipe ``name``: a path as given, else ``<dir>/<name>.yaml`` in ``near`` (a recipe's own folder,
-    for its ``base``) or one of ``dirs``."""
+    """The file of recipe ``name``: a path (relative to ``near``, the folder of the recipe naming it, if any), else
+    ``<dir>/<name>.yaml`` in ``near`` or one of ``dirs``."""
     if is_path(name):
         path = Path(name).expanduser()
+        path = near / path if near is not None and not path.is_absolute() else path
+        name = str(path)
         if path.exists() and not path.is_file():
             raise ConfigError(f"recipe file {name} is not a file; give the path of a YAML file")
         if not path.is_file():
@@ -58,18 +65,32 @@ def load(name: str, cls: type, dirs: Iterable[Path] = (HERE,), near: Optional[Pa
     bases = [base] if isinstance(base, str) else base
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
         raise ConfigError(f"recipe {path}: 'base' must be a recipe name or a list of names, got {base!r}")
+    bases += values.pop("recipe", ())  # a --config file's recipes: under its own values, as --recipe would be
     layers = [load(b, cls, dirs, path.parent, (*_seen, key)) for b in bases]
     return merge([*layers, values])
 
 
+def merge_extensions(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """``after``'s extension options over ``before``'s, option by option; ``None`` (removed) replaces the entry."""
+    out = dict(before)
+    for name, options in after.items():
+        if isinstance(options, dict) and isinstance(out.get(name), dict):
+            out[name] = {**out[name], **options}
+        elif options is True and name in out and out[name] is not None:  # 'on' keeps the options it has
+            continue
+        else:
+            out[name] = options
+    return out
+
+
 def merge(layers: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Later layers win; ``extensions`` merge per extension name (a later layer's options replace an earlier one's
-    for that extension whole; ``None`` marks it removed)."""
+    """Later layers win, option by option; ``extensions`` merge per extension and per extension option
+    (:func:`merge_extensions`)."""
     out: dict[str, Any] = {}
     for layer in layers:
         for k, v in layer.items():
-            if k == "extensions" and isinstance(out.get(k), dict):
-                out[k] = {**out[k], **v}
+            if k == "extensions" and isinstance(out.get(k), dict) and isinstance(v, dict):
+                out[k] = merge_extensions(out[k], v)
             else:
                 out[k] = v
     return out
