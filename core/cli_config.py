@@ -76,7 +76,7 @@ def field_docs(cls: type) -> tuple[dict[str, str], dict[str, str]]:
             docs[node.target.id] = " ".join(nxt.value.value.split())
     groups, group = {}, "options"
     for line in source.splitlines():
-        m = re.match(r"\s*# --- (\w[\w ]*)", line)
+        m = re.match(r"\s*# --- (\w[\w -]*)", line)  # "online fine-tuning", "dapo-dt"
         if m:
             group = m.group(1).strip()
         m = re.match(r"\s{4}(\w+): ", line)
@@ -85,10 +85,17 @@ def field_docs(cls: type) -> tuple[dict[str, str], dict[str, str]]:
     return docs, groups
 
 
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|et al|vs|cf)|\.)$", re.IGNORECASE)  # before a non-final "."
+
+
 def first_sentence(doc: str) -> str:
-    """The text up to the first full stop that ends a sentence (not the one of 'e.g.' or 'i.e.')."""
-    m = re.search(r"(?<!e\.g)(?<!i\.e)\.\s", doc)
-    return doc[: m.start() + 1] if m else doc
+    """The text up to the first full stop that ends a sentence: followed by white space and then not by a lowercase
+    letter or a digit, and not part of '..', 'e.g.', 'i.e.', 'et al.', 'vs.' or 'cf.'."""
+    for m in re.finditer(r"\.\s+(?=\S)", doc):
+        following = doc[m.end()]
+        if not (following.islower() or following.isdigit() or _ABBREVIATION.search(doc[: m.start()])):
+            return doc[: m.start() + 1]
+    return doc
 
 
 def _unwrap(tp: Any) -> tuple[Any, bool]:
@@ -153,33 +160,86 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str
 
 
 # --- key=value text (env kwargs, extension options) ------------------------------------------------------------
-_KWARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_KWARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_CLOSE = {"[": "]", "(": ")", "{": "}"}
+_WORDS = {"true": True, "false": False, "none": None, "null": None}
+
+
+def _plain(value: Any) -> bool:
+    """Numbers, strings, booleans, None, and lists/tuples/string-keyed dicts of them (what config.yaml can hold)."""
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _literal(raw: str) -> Any:
-    lowered = {"true": True, "false": False, "none": None}.get(raw.lower(), raw)
-    if lowered is not raw:
-        return lowered
+    """A Python literal (no code runs), else a YAML flow value (``[a, b]``, ``{x: 1}``), else a number (``inf``),
+    else the text itself."""
+    if raw.lower() in _WORDS:
+        return _WORDS[raw.lower()]
     try:
         value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    else:
+        if not _plain(value):
+            raise ConfigError(f"'{raw}' is a {type(value).__name__}; values are numbers, strings, booleans, lists, "
+                              "tuples or dicts")
+        return value
+    if raw and raw[0] in "[{":
         try:
-            return float(raw)  # inf, nan: numbers, which the option's own check then judges
-        except ValueError:
-            return raw
-    return value if isinstance(value, (int, float, bool, str, tuple, list)) else raw
+            value = yaml.safe_load(raw)
+            return value if _plain(value) else raw
+        except yaml.YAMLError:
+            pass
+    try:
+        return float(raw)  # inf, nan: numbers, which the option's own check then judges
+    except ValueError:
+        return raw
 
 
-def parse_kwargs_text(text: str) -> dict[str, Any]:
-    """``"N=3 max_cycles=25 continuous_actions=True"`` -> ``{"N": 3, "max_cycles": 25, ...}``.
+def split_top_level(text: str) -> list[str]:
+    """``text`` cut at the spaces and commas outside brackets and quotes; one-line errors for unbalanced ones."""
+    tokens, current, stack, quote = [], "", [], None
+    fix = "close each bracket and quote, e.g. 'sizes=[64,64] name=\"a b\"'"
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"" and (not current or current[-1] in "=[({,: "):
+            quote = ch
+        elif ch in _CLOSE:
+            stack.append(_CLOSE[ch])
+        elif ch in ")]}":
+            if not stack or stack.pop() != ch:
+                raise ConfigError(f"unbalanced '{ch}' in '{text}'; {fix}")
+        elif (ch.isspace() or ch == ",") and not stack:
+            tokens.append(current)
+            current = ""
+            continue
+        current += ch
+    if quote:
+        raise ConfigError(f"unclosed quote {quote} in {text!r}; {fix}")
+    if stack:
+        raise ConfigError(f"unclosed bracket (no '{stack[-1]}') in '{text}'; {fix}")
+    return [t for t in [*tokens, current] if t]
 
-    Values are Python literals (numbers, booleans, strings, tuples and lists of them; ``true``/``false``/``none``
-    too); anything else is kept as a string.  Raises :class:`ConfigError` on a token that is not ``key=value``."""
+
+def parse_kwargs_text(text, example: str = "'size=5 max_steps=100'") -> dict[str, Any]:
+    """``"N=3 sizes=[64,64] name='a b' continuous_actions=True"`` -> ``{"N": 3, "sizes": [64, 64], ...}``; a list
+    of words is joined by spaces first.
+
+    Pairs are separated by spaces or commas outside brackets and quotes.  Values are Python literals (numbers,
+    booleans, quoted strings, tuples, lists and dicts of them; ``true``/``false``/``none`` too) or YAML flow
+    collections (``[a, b]``, ``{x: 1}``); anything else is kept as a string.  Raises :class:`ConfigError` on a pair
+    that is not ``key=value`` (``example`` shows the form) or on unbalanced brackets or quotes."""
     out: dict[str, Any] = {}
-    for token in text.replace(",", " ").split() if isinstance(text, str) else text:
+    for token in split_top_level(text if isinstance(text, str) else " ".join(text)):
         m = _KWARG.match(token)
         if m is None:
-            raise ConfigError(f"'{token}' is not key=value; write e.g. 'N=3 max_cycles=25'")
+            raise ConfigError(f"'{token}' is not key=value; write e.g. {example} (quote a value with spaces: "
+                              "name='a b')")
         key, raw = m.groups()
         if key in out:
             raise ConfigError(f"'{key}' is set twice; give each key once")

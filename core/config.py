@@ -38,7 +38,8 @@ class TrainConfig:
     registers the id; 'module:make_env' names a function or class returning a gymnasium.Env. The module must stay
     importable (on PYTHONPATH) for eval and --resume."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for the env, e.g. 'size=5 max_steps=100'. Values are Python literals, else strings."""
+    """Keyword arguments for the env, e.g. 'size=5 max_steps=100'. Values are Python literals (numbers, quoted
+    strings, lists, tuples, dicts) or YAML flow lists and maps, else strings: 'sizes=[64,64] name="a b"'."""
     algo: str = "dapo"
     """Algorithm (all are listed above). GRPO here is PPO with one clip range for policy and value plus automatic
     GAE lambda, not DeepSeek's critic-free method (docs/algorithms.md)."""
@@ -56,8 +57,9 @@ class TrainConfig:
     num_steps: Optional[int] = None
     """Steps per env per rollout (preset: 32, 2048 MuJoCo, 128 Atari)."""
     backend: Optional[Literal["auto", "sync", "async", "envpool"]] = None
-    """Vector-env backend (preset: sync; auto for Atari). async runs envs in subprocesses (no exact resume); auto
-    takes EnvPool where it has the env, else sync; Atari without EnvPool runs on ale-py with the same preprocessing."""
+    """Vector-env backend (preset: sync; auto for Atari). The async backend runs envs in subprocesses (no exact
+    resume); auto takes EnvPool where it has the env, else sync; Atari without EnvPool runs on ale-py with the same
+    preprocessing."""
     norm_obs: Optional[bool] = None
     """Normalise observations by running mean/std (preset: MuJoCo only)."""
     norm_reward: Optional[bool] = None
@@ -109,8 +111,8 @@ class TrainConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden widths of the actor and critic MLPs. Atari uses the Nature-DQN CNN."""
     log_std_init: Optional[float] = None
-    """Initial log-std of Gaussian policies (preset: 0; mujoco recipe: -1). With std 1, CleanRL's, most
-    HalfCheetah runs learned to run on their back."""
+    """Initial log-std of Gaussian policies, on Box-action envs only (preset: 0; mujoco recipe: -1). With std 1,
+    CleanRL's, most HalfCheetah runs learned to run on their back."""
 
     # --- clipping
     clip_eps: Optional[float] = None
@@ -120,7 +122,7 @@ class TrainConfig:
     clip_eps_high: Optional[float] = None
     """Upper policy clip: ratio <= 1 + eps_high (default: --clip-eps). Above eps_low it is clip-higher (e.g. 0.28)."""
     clip_value: Optional[bool] = None
-    """Clip the value prediction around V_old (preset: grpo, dapo). grpo clips with --clip-eps, dapo with eps_V."""
+    """Clip the value prediction around V_old (preset: grpo, dapo). GRPO clips with --clip-eps, DAPO with eps_V."""
     eps_v_start: float = 0.5
     """dapo's value clip eps_V at the start (dapo-mujoco recipe: 0.2)."""
     eps_v_end: float = 0.3
@@ -135,13 +137,13 @@ class TrainConfig:
     window: Optional[int] = None
     """Transitions the sampler keeps (default: one rollout)."""
     resampling: Literal["multinomial", "systematic", "without-replacement", "weighted"] = "multinomial"
-    """How an epoch's draws follow p (docs/algorithms.md). multinomial draws i.i.d.; systematic with low variance;
+    """How an epoch's draws follow p (docs/algorithms.md). Multinomial draws i.i.d.; systematic with low variance;
     without-replacement repeats no transition within an epoch (it selects only with a --window above one rollout);
     weighted draws nothing: PPO's permutation with each loss weighted by N p_i, the draws' expected gradient
     without their noise."""
     temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
-    """Temperature rule of the draws. ema follows the spread of |A|; learnable holds an ESS target. On HalfCheetah
-    at 300k steps decay scored 1129 vs fixed's 1391 (experiments/results/mujoco/ablation)."""
+    """Temperature rule of the draws. The ema rule follows the spread of |A|; learnable holds an ESS target. On
+    HalfCheetah at 300k steps decay scored 1129 vs fixed's 1391 (experiments/results/mujoco/ablation)."""
     temperature_init: float = 1.0
     """Initial temperature T (1: at most e-fold oversampling)."""
     temperature_decay: float = 0.99
@@ -195,8 +197,8 @@ class TrainConfig:
     numpy_update: bool = True
     """Update CPU MLPs in NumPy (hand-derived gradients, ~4x faster). Tested against the torch update."""
     precision: Optional[Literal["fp32", "bf16", "auto"]] = None
-    """CNN arithmetic (preset: fp32, auto for Atari). auto takes bf16 autocast on CUDA and on CPUs with AMX or
-    AVX512-BF16; MLPs always run fp32."""
+    """Arithmetic of the Atari CNN (preset: fp32, auto for Atari). Under auto: bf16 autocast on CUDA and on CPUs with
+    AMX or AVX512-BF16. MLPs always run fp32, so other envs refuse the option."""
     eval_episodes: int = 10
     """Evaluation episodes after training (0: none)."""
     eval_deterministic: Optional[bool] = None

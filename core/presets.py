@@ -4,7 +4,7 @@ Layers, each winning over the ones before (:mod:`core.recipes`): the dataclass d
 the algorithm's, the recipe the toolkit attaches to a family and algorithm (:data:`FAMILY_ALGO_RECIPES`), the
 user's ``--recipe`` files in order, then the options given explicitly.  Derived values (window, critic lr, the
 proximal clip under ``--overlap``, CNN precision) are filled next, and the result is validated; explicit options
-the resolved algorithm would ignore are refused.
+the resolved algorithm or the env family would ignore are refused.
 """
 from __future__ import annotations
 
@@ -12,10 +12,18 @@ import dataclasses
 from typing import Any
 
 from core import extensions, recipes
-from core.config import ALGOS, ConfigError, TrainConfig, check_inactive, INACTIVE_WHEN, joint_grad_clip, validate
+from core.config import (ALGOS, INACTIVE_WHEN, ConfigError, TrainConfig, check_inactive, flag, joint_grad_clip,
+                         validate)
 
 # DAPO's defaults on Box-action envs (the continuous family), chosen by the 1M-step MuJoCo benchmark
 FAMILY_ALGO_RECIPES = {("continuous", "dapo"): "dapo-mujoco"}
+# Options that act only on some env families: given explicitly elsewhere they are refused, as INACTIVE_WHEN's are.
+# name -> (the families it acts on, why)
+ACTS_ON_FAMILIES = {
+    "log_std_init": (("continuous",), "it is the initial log-std of Gaussian policies, which Box-action envs get; "
+                                      "this env has Discrete actions"),
+    "precision": (("atari",), "it sets the arithmetic of the Atari CNN; MLPs always run fp32"),
+}
 
 
 def layers(algo: str, env_family: str) -> list[str]:
@@ -47,6 +55,9 @@ def resolve(explicit: dict[str, Any], env_family: str) -> TrainConfig:
         raise ConfigError("--norm-obs does not apply to Atari frames (the CNN scales pixels by 1/255); use --no-norm-obs")
     validate(cfg)
     check_inactive(cfg, explicit, INACTIVE_WHEN)
+    for name, (families, why) in ACTS_ON_FAMILIES.items():
+        if name in explicit and env_family not in families:
+            raise ConfigError(f"{flag(name)} has no effect on {cfg.env} ({env_family} family): {why}; drop it")
     return cfg
 
 

@@ -104,7 +104,7 @@ class DTConfig:
 
     # --- online fine-tuning
     online_steps: int = 0
-    """Env steps of online fine-tuning after offline training (0: off). dt imitates its own rollouts
+    """Env steps of online fine-tuning after offline training (0: off). Online, dt imitates its own rollouts
     (hindsight return-to-go); dapo-dt uses the clipped-ratio objective against the collecting model."""
     online_envs: int = 8
     """Parallel envs for online rollouts and evaluation."""

@@ -28,12 +28,12 @@ class MAConfig:
     """PettingZoo parallel env: an mpe2 task, a module with parallel_env(), or 'module:make_env'. E.g.
     simple_spread_v3, pettingzoo.butterfly.pistonball_v6, or a function returning a ParallelEnv."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Env constructor arguments, e.g. 'N=3 max_cycles=25 continuous_actions=True'. Values are Python literals, else
-    strings."""
+    """Env constructor arguments, e.g. 'N=3 max_cycles=25 continuous_actions=True'. Values are Python literals
+    (numbers, quoted strings, lists, tuples, dicts) or YAML flow lists and maps, else strings."""
     algo: str = "dapo-ma"
-    """Algorithm (all are listed above). ippo: local critics; mappo: a centralised critic, one clip; dapo-ma: per-agent
-    eps_pi/eps_V over a shared dynamic-sampling buffer; maddpg: off-policy CTDE; dapo-maddpg: MADDPG with shared
-    replay priorities and per-agent clips (docs/algorithms.md)."""
+    """Algorithm (all are listed above). In short, ippo: local critics; mappo: a centralised critic, one clip;
+    dapo-ma: per-agent eps_pi/eps_V over a shared dynamic-sampling buffer; maddpg: off-policy CTDE; dapo-maddpg:
+    MADDPG with shared replay priorities and per-agent clips (docs/algorithms.md)."""
     total_steps: int = 200_000
     """Total environment steps: joint steps of one env copy (all agents act once), summed over copies."""
     seed: int = 1
@@ -107,8 +107,9 @@ class MAConfig:
 
     # --- sampler
     dynamic_sampling: Optional[bool] = None
-    """Draw minibatches with p = softmax(w/max w / T) (preset: dapo-ma, dapo-maddpg). dapo-ma: w = |A| of every agent's
-    transitions; dapo-maddpg: w = the agents' mean |TD error| of each joint transition in the replay buffer."""
+    """Draw minibatches with p = softmax(w/max w / T) (preset: dapo-ma, dapo-maddpg). For dapo-ma w = |A| of every
+    agent's transitions; for dapo-maddpg w = the agents' mean |TD error| of each joint transition in the replay
+    buffer."""
     window: Optional[int] = None
     """Shared buffer capacity in agent transitions (default: one rollout of all agents)."""
     temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"

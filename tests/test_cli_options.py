@@ -1,12 +1,14 @@
 """How `dapo run` reads its options: --ext layering, key=value text, help texts, recipe files and `dapo recipes`,
 options the env family would ignore, and docs/options.md against the parser."""
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from core import recipes
 from core.cli import build_parser, explicit_from_args, main
+from core.cli_config import field_docs, first_sentence, parse_kwargs_text
 from core.config import ConfigError, TrainConfig
 from core.presets import resolve
 from core.registry import plugins
@@ -61,6 +63,83 @@ def test_ext_off_still_removes_an_extension_and_cannot_be_combined_with_options(
         _explicit(["--ext", "kl_adaptive_lr", "target=0.1", "--ext", "kl_adaptive_lr", "off"])
 
 
+# --- 2. help texts: first sentences and group titles ------------------------------------------------------------
+@pytest.mark.parametrize("doc,expect", [
+    ("Seed of the envs (0 .. 2**32-1). More.", "Seed of the envs (0 .. 2**32-1)."),
+    ("dt (Chen et al. 2021) | dapo-dt. More.", "dt (Chen et al. 2021) | dapo-dt."),
+    ("A clip, e.g. 0.28. More.", "A clip, e.g. 0.28."),
+    ("Keep it, i.e. Adam. More.", "Keep it, i.e. Adam."),
+    ("Fixed vs. Learned rules. More.", "Fixed vs. Learned rules."),
+    ("Approx. value of it. More.", "Approx. value of it."),
+    ("Ends here. Next sentence.", "Ends here."),
+    ("No full stop", "No full stop"),
+])
+def test_first_sentence_does_not_stop_at_abbreviations_or_ranges(doc, expect):
+    assert first_sentence(doc) == expect
+
+
+@dataclasses.dataclass
+class _Grouped:
+    # --- online fine-tuning
+    steps: int = 0
+    """Steps."""
+    # --- dapo-dt
+    clip: float = 0.1
+    """Clip."""
+
+
+def test_group_titles_keep_their_dashes(capsys):
+    assert field_docs(_Grouped)[1] == {"steps": "online fine-tuning", "clip": "dapo-dt"}
+    out = _help(capsys, ["run", "--algo", "dapo-dt"])
+    assert "online fine-tuning: --online-steps" in out and "dapo-dt: --[no-]advantage-weighting" in out
+
+
+@pytest.mark.parametrize("algo", FAMILIES)
+def test_every_familys_seed_help_shows_the_whole_range(capsys, algo):
+    assert "(0 .. 2**32-1). [1]" in _help(capsys, ["run", "--algo", algo])
+
+
+def test_dt_algo_help_is_not_cut_at_et_al(capsys):
+    assert "dt (Chen et al. 2021) | dapo-dt (advantage-weighted" in _help(capsys, ["run", "--algo", "dt"])
+
+
+# --- 3. key=value text ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,expect", [
+    ("N=3 max_cycles=25 continuous_actions=True", {"N": 3, "max_cycles": 25, "continuous_actions": True}),
+    ("N=3,max_cycles=25", {"N": 3, "max_cycles": 25}),
+    ("sizes=[1,2]", {"sizes": [1, 2]}),
+    ("sizes=[1, 2] n=3", {"sizes": [1, 2], "n": 3}),
+    ("shape=(4, 4)", {"shape": (4, 4)}),
+    ("name='a b' other=\"c, d\"", {"name": "a b", "other": "c, d"}),
+    ("d={'x':1}", {"d": {"x": 1}}),
+    ("d={x: 1, y: [a, b]}", {"d": {"x": 1, "y": ["a", "b"]}}),
+    ("steps=1e6 low=-inf mode=human flag=none", {"steps": 1e6, "low": float("-inf"), "mode": "human", "flag": None}),
+    ("note=it's", {"note": "it's"}),
+])
+def test_kwargs_text_reads_lists_dicts_and_quoted_strings(text, expect):
+    assert parse_kwargs_text(text) == expect
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("sizes=[1,2", "unclosed bracket (no ']')"),
+    ("sizes=1,2]", "unbalanced ']'"),
+    ("shape=(1,2]", "unbalanced ']'"),
+    ("name='a b", "unclosed quote '"),
+    ("size", "'size' is not key=value"),
+    ("s={1,2}", "'{1,2}' is a set"),
+])
+def test_kwargs_text_refuses_unbalanced_text_in_one_line(text, expect):
+    with pytest.raises(ConfigError, match=re.escape(expect)) as e:
+        parse_kwargs_text(text)
+    assert "\n" not in str(e.value)
+
+
+def test_env_kwargs_flag_and_ext_words_use_the_same_reader():
+    assert _explicit(["--env-kwargs", "sizes=[64,64] name='a b'"])["env_kwargs"] == {"sizes": [64, 64], "name": "a b"}
+    assert _explicit(["--ext", "kl_adaptive_lr", "target=0.1,", "max_scale=2"])["extensions"] == {
+        "kl_adaptive_lr": {"target": 0.1, "max_scale": 2}}
+
+
 # --- 5, 6. recipe files: relative base, recipe: inside a --config file -------------------------------------------
 def test_a_relative_base_is_read_next_to_the_recipe_that_names_it(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
@@ -79,3 +158,19 @@ def test_recipe_inside_a_config_file_is_applied_under_its_values(tmp_path):
     cfg = resolve({"recipe": (str(path),)}, "classic")
     assert (cfg.separate_optimizers, cfg.dynamic_sampling, cfg.clip_value, cfg.lr) == (False, False, True, 0.01)
     assert cfg.recipe == (str(path),)
+
+
+# --- 7. options the env family would ignore ---------------------------------------------------------------------
+@pytest.mark.parametrize("option,value,family,acts", [
+    ("log_std_init", -1.0, "classic", False), ("log_std_init", -1.0, "atari", False),
+    ("log_std_init", -1.0, "minigrid", False), ("log_std_init", -1.0, "continuous", True),
+    ("precision", "bf16", "classic", False), ("precision", "bf16", "continuous", False),
+    ("precision", "fp32", "minigrid", False), ("precision", "bf16", "atari", True),
+])
+def test_options_the_env_family_ignores_are_refused(option, value, family, acts):
+    explicit = {option: value, **({"norm_obs": False} if family == "atari" else {})}
+    if acts:
+        assert getattr(resolve(explicit, family), option) == value
+    else:
+        with pytest.raises(ConfigError, match=f"--{option.replace('_', '-')} has no effect on .*{family} family"):
+            resolve(explicit, family)

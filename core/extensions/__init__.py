@@ -139,8 +139,10 @@ def parse_cli(words: list[str]) -> dict[str, Optional[dict]]:
     get(name)
     if len(rest) == 1 and rest[0].lower() in OFF:
         return {name: None}
+    first = next(iter(dataclasses.fields(get(name).Options)), None)
+    example = f"'--ext {name} {first.name}={first.default}'" if first else f"'--ext {name}'"
     try:
-        return {name: parse_kwargs_text(rest)}
+        return {name: parse_kwargs_text(rest, example=example)}
     except ConfigError as e:
         raise ConfigError(f"--ext {name}: {e}") from e
 
