@@ -22,7 +22,12 @@ from core.config import MAX_SEED, ConfigError, RunInterrupted, check_device
 from core.registry import Family, Plugins, plugins
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
-RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME] [options]"
+RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME] [--ext NAME [K=V ...]] [options]"
+# Help of the flags that are not config fields (docs/options.md lists them too)
+CONFIG_HELP = "A YAML file of option: value pairs, read as a recipe (the same as --recipe FILE); repeatable."
+RESUME_HELP = "Continue the run in RUN_DIR from its checkpoint, with its own config.yaml."
+EXT_HELP = ("Turn on an extension, or set some options of one a recipe turned on (its others stay; repeated "
+            "--ext NAME add up); --ext NAME off removes it.")
 
 
 def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
@@ -84,26 +89,24 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     experiment = groups.get("experiment", run)
     if "recipe" in names:
         experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
-                                help="apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable")
-    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None,
-                            help="a YAML file of option: value pairs (the same as --recipe FILE)")
-    experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                            help="continue the run in RUN_DIR from its checkpoint")
+                                help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
+    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
+    experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
     if "extensions" in names:
         from core import extensions
 
         ext = run.add_argument_group("extensions", "\n".join(extensions.help_lines()))
-        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None,
-                         help="turn on an extension with options; NAME off removes one; repeatable")
+        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None, help=EXT_HELP)
     ev = sub.add_parser("eval", help="evaluate a saved run", formatter_class=CompactHelp,
                         description="Roll out a saved run's policy (with its saved observation normaliser) and print "
                                     "the mean and sample std of the returns.")
-    ev.add_argument("run_dir", type=Path, help="run directory written by 'dapo run'")
-    ev.add_argument("--episodes", type=int, default=10, help="episodes to run [10]")
-    ev.add_argument("--seed", type=int, default=12345, help="env seed [12345]")
+    ev.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
+    ev.add_argument("--episodes", type=int, default=10, help="Episodes to run [10]")
+    ev.add_argument("--seed", type=int, default=12345, help="Env seed [12345]")
     ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
-                    help="sample actions instead of the mean/argmax [the run's eval_deterministic]")
+                    help="Sample actions instead of taking the mean/argmax [on if the run's eval_deterministic is "
+                         "off]")
     for command in found.commands:
         if not command.raw:
             command_parser = sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp)
@@ -168,24 +171,50 @@ def _eval(args, family: Family) -> int:
     deterministic = None if args.stochastic is None else not args.stochastic
     returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic)
     mean, std = mean_std(returns)
-    print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} (sample std) over {len(returns)} episodes")
+    episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
+    print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} (sample std) over {episodes}")
     return 0
 
 
 def add_recipes_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", help="a recipe to show with its base recipes merged in")
+    p.add_argument("name", nargs="?", help="A recipe to show with its base recipes merged in (any family's, or a "
+                                          "YAML path)")
+
+
+def _recipe_dirs(found: Plugins) -> list[tuple[Family, Path]]:
+    """Each family with the folder of its shipped recipes."""
+    from core.registry import load_ref
+
+    return [(fam, Path(load_ref(fam.recipes))) for fam in found.families if fam.recipes]
 
 
 def recipes_command(args) -> int:
+    """``dapo recipes``: every family's shipped recipes, grouped by family; ``dapo recipes NAME`` shows one merged
+    with its base recipes, checked against its family's options."""
     from core import recipes
-    from core.config import TrainConfig
 
+    found = plugins()
+    dirs = _recipe_dirs(found)
     if args.name is None:
-        for name, description in recipes.describe().items():
-            print(f"{name:14s} {description}")
+        for fam, folder in dirs:
+            print(f"{fam.name} ({', '.join(fam.algos)}):")
+            for name, description in recipes.describe([folder]).items():
+                print(f"  {name:14s} {description}")
         print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
         return 0
-    print(yaml.safe_dump(recipes.load(args.name, TrainConfig), sort_keys=False).rstrip())
+    if recipes.is_path(args.name):
+        algo = _recorded_algo(args.name)
+        fam = found.family_of(algo) if algo else found.family_of("dapo")
+        matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
+    else:
+        matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
+    if not matches:
+        names = ", ".join(name for _, folder in dirs for name in recipes.describe([folder]))
+        raise ConfigError(f"unknown recipe '{args.name}'; shipped recipes: {names} (or give a path to a YAML file)")
+    for fam, folder in matches:
+        if len(matches) > 1:
+            print(f"# {fam.name}")
+        print(yaml.safe_dump(recipes.load(args.name, fam.get("config"), [folder]), sort_keys=False).rstrip())
     return 0
 
 

@@ -34,9 +34,17 @@ MAX_CONFIG_BYTES = 1_000_000  # a config or recipe is a few KB; refuse to read /
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports usage errors as a single line on stderr and exits 2."""
 
-    def error(self, message: str) -> typing.NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+    def error(self, message: str, prog: str = "") -> typing.NoReturn:
+        prog = prog or self.prog
+        print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
         sys.exit(2)
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but unknown flags name the subcommand whose help lists the valid ones (``dapo run --help``)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}", _chosen(self, parsed).prog)
+        return parsed
 
     def parse_known_args(self, args=None, namespace=None):
         """Read ``--flag -inf`` as ``--flag=-inf``: argparse takes a word starting with "-" that is not a plain
@@ -48,6 +56,14 @@ class OneLineParser(argparse.ArgumentParser):
             else:
                 words.append(word)
         return super().parse_known_args(words, namespace)
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the subcommand ``parsed`` chose: ``dapo dataset info`` rather than ``dapo``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
+            return _chosen(action.choices[getattr(parsed, action.dest)], parsed)
+    return parser
 
 
 class CompactHelp(argparse.RawDescriptionHelpFormatter):

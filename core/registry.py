@@ -59,6 +59,8 @@ class Family:
     """An example --algo for this family's --help."""
     env_reference: str = "core.envs:env_reference"
     """'module:function': (a Python callable making an env) -> the env string recorded in config.yaml."""
+    recipes: str = ""
+    """'module:attribute': the folder of this family's shipped recipes (a Path), listed by 'dapo recipes'."""
 
     def get(self, what: str) -> Callable:
         return load_ref(getattr(self, what))

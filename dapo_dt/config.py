@@ -30,7 +30,7 @@ class DTConfig:
     dataset: Optional[str] = None
     """Minari dataset name made by 'dapo dataset collect' (required)."""
     dataset_steps: Optional[int] = None
-    """Use only the dataset's first episodes up to this many steps (sample-efficiency studies; None: all)."""
+    """Use only the dataset's first episodes up to this many steps (sample-efficiency studies; default: all)."""
     seed: int = 1
     """Seed of torch, NumPy, batch sampling and evaluation envs (0 .. 2**32-1)."""
     recipe: tuple[str, ...] = ()
@@ -38,7 +38,7 @@ class DTConfig:
     device: str = "auto"
     """auto | cpu | cuda."""
     run_dir: Optional[str] = None
-    """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    """Output directory (default: runs/<env>__<algo>__s<seed>__<time>)."""
     torch_threads: int = 1
     """CPU threads for torch."""
 

@@ -43,7 +43,7 @@ class MAConfig:
     device: str = "auto"
     """auto | cpu | cuda (auto picks CUDA when available)."""
     run_dir: Optional[str] = None
-    """Output directory (default: runs/<env>__<algo>__<seed>__<timestamp>)."""
+    """Output directory (default: runs/<env>__<algo>__s<seed>__<time>)."""
     torch_threads: int = 1
     """CPU threads for torch; small MLPs run fastest single-threaded."""
 
@@ -92,7 +92,7 @@ class MAConfig:
     clip_eps: float = 0.2
     """Policy clip eps; the initial eps_pi[i] of every agent for dapo-ma."""
     clip_eps_high: Optional[float] = None
-    """Upper policy clip for clip-higher (ratio <= 1+eps_high); None uses clip_eps."""
+    """Upper policy clip for clip-higher (ratio <= 1+eps_high; default: --clip-eps)."""
     clip_value: bool = True
     """Clip the value prediction around V_old (with clip_eps, or with the eps_V schedule when optimisers are separate)."""
     per_agent_clips: Optional[bool] = None

@@ -7,4 +7,4 @@ FAMILY = Family(
     resolve="dapo_ma.config:resolve", complete="dapo_ma.config:complete", run="dapo_ma.runner:run_experiment",
     load_config="dapo_ma.runner:load_run_config", evaluate="dapo_ma.evaluation:evaluate_run",
     load="dapo_ma.api:load", summary_line="dapo_ma.runner:summary_line", claims_env="dapo_ma.envs:claims_env",
-    example="mappo", env_reference="dapo_ma.envs:env_reference")
+    example="mappo", env_reference="dapo_ma.envs:env_reference", recipes="dapo_ma.config:RECIPES")

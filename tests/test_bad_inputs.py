@@ -36,6 +36,7 @@ def fixtures(tmp_path_factory):
     (root / "binary.yaml").write_bytes(bytes(range(256)))
     (root / "latin1.yaml").write_bytes("lr: 0.001 # caf\xe9\n".encode("latin-1"))
     (root / "unknown.yaml").write_text("num_epochz: 3\n")
+    (root / "missing_base.yaml").write_text("base: nope.yaml\n")  # read next to the file, not in the cwd
     (root / "no_checkpoint").mkdir()
     (root / "readonly").mkdir(mode=0o555)
     return root
@@ -75,9 +76,17 @@ CASES = [
     (["run", "--env", "nosuchmod:Env-v0"], "cannot import module 'nosuchmod'"),
     (["run", "--env-kwargs", "bogus=1"], "cannot create env 'CartPole-v1'"),
     (["run", "--env-kwargs", "size"], "is not key=value"),
+    (["run", "--env-kwargs", "sizes=[1,2"], "unclosed bracket (no ']')"),
+    (["run", "--env-kwargs", "name='a b"], "unclosed quote"),
+    (["run", "--recipe", f"{R}/missing_base.yaml"], f"recipe file {R}/nope.yaml does not exist"),
+    (["run", "--log-std-init", "-1"], "--log-std-init has no effect on CartPole-v1 (classic family)"),
+    (["run", "--precision", "bf16"], "--precision has no effect on CartPole-v1 (classic family)"),
+    (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag (see dapo run --help)"),
     (["run", "--ext", "nope"], "unknown extension 'nope'"),
     (["run", "--ext", "noise_floor"], "acts on a Gaussian policy's noise"),
     (["run", "--ext", "kl_adaptive_lr", "target=inf"], "target must be a positive number"),
+    (["run", "--ext", "kl_adaptive_lr", "target"], "write e.g. '--ext kl_adaptive_lr target=0.05'"),
+    (["run", "--ext", "kl_adaptive_lr", "off", "--ext", "kl_adaptive_lr", "target=0.1"], "both turned off and given"),
     (["run", "--window", "10"], "smaller than a minibatch"),
     (["run", "--num-minibatches", "7"], "not divisible"),
     (["run", "--algo", "ppo", "--critic-lr", "0.001"], "--critic-lr has no effect with --algo ppo"),
@@ -89,6 +98,8 @@ CASES = [
     (["run", "--resume", f"{R}/lacking", "--total-steps", "1024"], "lacks 'optimizer'"),
     (["run", "--resume", f"{R}/corrupt", "--total-steps", "1024"], "unreadable or corrupt"),
     (["run", "--run-dir", f"{R}/run"], "already holds a run"),
+    # --- dapo recipes
+    (["recipes", "nope"], "unknown recipe 'nope'; shipped recipes: atari"),
     # --- dapo eval
     (["eval", f"{R}/run", "--device", "tpu"], "--device must be"),
     (["eval", f"{R}/run", "--device", "cuda"], "CUDA is not available"),
@@ -153,7 +164,7 @@ def _tree(d: Path) -> dict:
 def test_bad_input_gives_one_line_and_touches_nothing(fixtures, tmp_path, monkeypatch, capsys, argv, expect):
     monkeypatch.chdir(tmp_path)  # relative paths land here if anything is written
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
-    argv = [a.replace(R, str(fixtures)) for a in argv]
+    argv, expect = [a.replace(R, str(fixtures)) for a in argv], expect.replace(R, str(fixtures))
     before, repo_before = _tree(fixtures), sorted(os.listdir(REPO))
     capsys.readouterr()
     try:
@@ -172,7 +183,7 @@ def test_bad_input_gives_one_line_and_touches_nothing(fixtures, tmp_path, monkey
 def test_the_table_covers_every_command_and_family():
     assert len(CASES) >= 60
     commands = {c[0][0] for c in CASES}
-    assert commands == {"run", "eval", "dataset", "bench"}
+    assert commands == {"run", "eval", "recipes", "dataset", "bench"}
     algos = {c[0][c[0].index("--algo") + 1] for c in CASES if "--algo" in c[0]}
     assert {"ppo", "mappo", "maddpg", "dapo-ma", "dt", "dapo-dt"} <= algos
 

@@ -187,6 +187,8 @@ def test_eval_prints_mean_and_std(capsys, finished_run):
     assert main(["eval", str(finished_run), "--episodes", "3"]) == 0
     out = capsys.readouterr().out
     assert "eval_return_mean" in out and "over 3 episodes" in out
+    assert main(["eval", str(finished_run), "--episodes", "1"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("over 1 episode")
 
 
 def test_errors_exit_2_without_traceback_as_a_process(tmp_path):

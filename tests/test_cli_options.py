@@ -140,6 +140,23 @@ def test_env_kwargs_flag_and_ext_words_use_the_same_reader():
         "kl_adaptive_lr": {"target": 0.1, "max_scale": 2}}
 
 
+# --- 4. dapo recipes lists every family's ---------------------------------------------------------------------
+def test_recipes_lists_every_familys_recipes_grouped(capsys):
+    assert main(["recipes"]) == 0
+    out = capsys.readouterr().out
+    heads = [line for line in out.splitlines() if not line.startswith(" ") and line.endswith(":")]
+    assert heads == [f"{f.name} ({', '.join(f.algos)}):" for f in plugins().families]
+    for name in ("dapo-mujoco", "mappo", "dapo-ma", "maddpg", "dt", "dapo-dt"):
+        assert re.search(rf"^  {name} +\S", out, re.MULTILINE), name
+
+
+@pytest.mark.parametrize("name,expect", [("dapo-ma", "centralised_critic: true"), ("dapo-dt", "advantage_weighting: true"),
+                                         ("mujoco", "log_std_init: -1.0")])
+def test_recipes_shows_any_familys_recipe(capsys, name, expect):
+    assert main(["recipes", name]) == 0
+    assert expect in capsys.readouterr().out
+
+
 # --- 5, 6. recipe files: relative base, recipe: inside a --config file -------------------------------------------
 def test_a_relative_base_is_read_next_to_the_recipe_that_names_it(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
@@ -174,3 +191,79 @@ def test_options_the_env_family_ignores_are_refused(option, value, family, acts)
     else:
         with pytest.raises(ConfigError, match=f"--{option.replace('_', '-')} has no effect on .*{family} family"):
             resolve(explicit, family)
+
+
+# --- 8. wording -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,prog", [(["run", "--nope"], "dapo run"), (["eval", "somewhere", "--nope"], "dapo eval"),
+                                       (["dataset", "info", "x/y-v0", "--nope"], "dapo dataset info")])
+def test_unknown_flags_name_the_subcommand(capsys, argv, prog):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and err == f"{prog}: error: unrecognized arguments: --nope (see {prog} --help)"
+
+
+def test_ext_without_a_value_shows_an_ext_example(capsys):
+    assert main(["run", "--ext", "kl_adaptive_lr", "target"]) == 2
+    err = capsys.readouterr().err
+    assert "write e.g. '--ext kl_adaptive_lr target=0.05'" in err and "max_cycles" not in err
+
+
+@pytest.mark.parametrize("algo", FAMILIES)
+def test_run_dir_help_gives_the_names_runs_get(algo):
+    from core.runner import default_run_dir
+
+    cls = plugins().family_of(algo).get("config")
+    pattern = re.search(r"runs/(\S+)\)", field_docs(cls)[0]["run_dir"]).group(1)
+    regex = re.escape(pattern).replace("<env>", "CartPole-v1").replace("<algo>", algo).replace("<seed>", "7")
+    name = default_run_dir(cls(env="CartPole-v1", algo=algo, seed=7)).name
+    assert re.fullmatch(regex.replace("<time>", r"\d{8}-\d{6}"), name), (pattern, name)
+
+
+@pytest.mark.parametrize("algo", FAMILIES)
+def test_option_help_speaks_cli_not_python(algo):
+    cls = plugins().family_of(algo).get("config")
+    for name, doc in field_docs(cls)[0].items():
+        assert not re.search(r"\bNone\b", doc), (name, doc)
+
+
+def test_the_commands_own_flags_start_uppercase_and_the_usage_names_ext(capsys):
+    parser = _run_parser("dapo")
+    run = next(a for a in parser._actions if a.dest == "command").choices["run"]
+    fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(TrainConfig)}
+    own = [a for a in run._actions if a.option_strings and a.option_strings[0] not in fields | {"-h"}]
+    assert {a.option_strings[0] for a in own} == {"--config", "--resume", "--ext"}
+    assert all(a.help[0].isupper() for a in own) and run._option_string_actions["--recipe"].help[0].isupper()
+    assert "[--ext NAME [K=V ...]]" in run.format_usage()
+
+
+def test_eval_stochastic_default_says_when_it_is_on(capsys):
+    out = _help(capsys, ["eval"])
+    assert "[on if the run's eval_deterministic is off]" in out and "[the run's eval_deterministic]" not in out
+
+
+def test_docs_lists_exactly_the_flags_dapo_run_accepts():
+    text = (REPO / "docs" / "options.md").read_text()
+    sections = re.split(r"^## ", text, flags=re.MULTILINE)
+    for fam in plugins().families:
+        section = next(s for s in sections if s.startswith(f"{fam.name}:"))
+        documented = re.findall(r"^\| `(--[\w-]+)`", section, re.MULTILINE)
+        run = next(a for a in _run_parser(fam.algos[0])._actions if a.dest == "command").choices["run"]
+        accepted = [a.option_strings[0] for a in run._actions if a.option_strings and a.option_strings[0] != "-h"]
+        assert sorted(documented) == sorted(accepted), fam.name
+        assert "--extensions" not in documented and {"--config", "--resume"} <= set(documented)
+
+
+def test_docs_command_takes_an_output_path_and_help(tmp_path, monkeypatch, capsys):
+    from core import docs
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        docs.main(["--help"])
+    assert exc.value.code == 0 and "usage: python -m core.docs [-h] [out]" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        docs.main(["--out"])
+    assert exc.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+    assert docs.main([str(tmp_path / "o.md")]) == 0
+    assert (tmp_path / "o.md").read_text() == docs.options_markdown()
