@@ -1,5 +1,6 @@
 """The shared trainer: determinism, exact resume, and the health remedies wired into it."""
 import csv
+import dataclasses
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ from core.checkpoint import load_checkpoint
 from core.logging import MetricLogger
 from core.rollout import Episode
 from core.extensions.kl_adaptive_lr import KLAdaptiveScale
-from core.extensions.noise_floor import floor_at
+from core.extensions.noise_floor import NoiseFloorOptions, floor_at
 from core.trainer import Trainer
 
 
@@ -297,7 +298,9 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
 
 
 def _floor(log_std_min=-1.0, **shape):
-    return {"noise_floor": {"log_std_min": log_std_min, **shape}}
+    """A noise floor with every option given (the extension's defaults unless in ``shape``): given options update
+    those of the dapo-mujoco recipe's floor, so a test of one floor shape names all of them."""
+    return {"noise_floor": {**dataclasses.asdict(NoiseFloorOptions()), "log_std_min": log_std_min, **shape}}
 
 
 def _log_std_trace(run_dir, small_config, metric, updates=5, **overrides) -> tuple[list[float], list]:
