@@ -22,7 +22,7 @@ from core.config import MAX_SEED, ConfigError, RunInterrupted, check_device
 from core.registry import Family, Plugins, plugins
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
-RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME] [--ext NAME [K=V ...]] [options]"
+RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
 # Help of the flags that are not config fields (docs/options.md lists them too)
 CONFIG_HELP = "A YAML file of option: value pairs, read as a recipe (the same as --recipe FILE); repeatable."
 RESUME_HELP = "Continue the run in RUN_DIR from its checkpoint, with its own config.yaml."
@@ -81,10 +81,11 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=RUN_USAGE,
-                         formatter_class=CompactHelp, description=_run_description(family, found))
     config_cls = family.get("config")
     names = {f.name for f in dataclasses.fields(config_cls)}
+    usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
+    run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
+                         formatter_class=CompactHelp, description=_run_description(family, found))
     groups = add_config_flags(run, config_cls, skip=("recipe", "extensions"))
     experiment = groups.get("experiment", run)
     if "recipe" in names:

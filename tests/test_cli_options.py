@@ -235,6 +235,8 @@ def test_the_commands_own_flags_start_uppercase_and_the_usage_names_ext(capsys):
     assert {a.option_strings[0] for a in own} == {"--config", "--resume", "--ext"}
     assert all(a.help[0].isupper() for a in own) and run._option_string_actions["--recipe"].help[0].isupper()
     assert "[--ext NAME [K=V ...]]" in run.format_usage()
+    mappo = next(a for a in _run_parser("mappo")._actions if a.dest == "command").choices["run"]
+    assert "--ext" not in mappo.format_usage() and "--ext" not in mappo._option_string_actions  # no extensions there
 
 
 def test_eval_stochastic_default_says_when_it_is_on(capsys):
