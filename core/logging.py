@@ -86,6 +86,21 @@ def read_metrics(path: Path) -> dict[str, list[float]]:
     return {c: [float(r[c]) if r[c] not in ("", None) else math.nan for r in rows] for c in cols}
 
 
+def bar_columns() -> list:
+    """The live bar's columns: on a narrow terminal the description and the bar give way (ellipsis), never the step
+    counts, SPS, return, elapsed time or ETA."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.table import Column
+
+    def kept():
+        return Column(no_wrap=True)
+    return [TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+            BarColumn(bar_width=None, table_column=Column(ratio=1)), MofNCompleteColumn(table_column=kept()),
+            TextColumn("SPS {task.fields[sps]:>4.0f} return {task.fields[ret]}", table_column=kept()),
+            TimeElapsedColumn(table_column=kept()), TextColumn("ETA", table_column=kept()),
+            TimeRemainingColumn(table_column=kept())]
+
+
 class Progress:
     """Progress of a run: a live bar (step, SPS, recent return, ETA) on a terminal; elsewhere (logs of batch jobs,
     pipes) a plain line every ``every_s`` seconds.  Silent when disabled."""
@@ -102,18 +117,9 @@ class Progress:
         if not self.stream.isatty():
             self.plain = True
             return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
         from rich.progress import Progress as RichProgress
 
-        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                                TextColumn("SPS {task.fields[sps]:>6.0f}  return {task.fields[ret]}"),
-                                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), expand=True)
+        self.bar = RichProgress(*bar_columns(), expand=True)
         self.task = self.bar.add_task(description, total=total, completed=start, sps=0.0, ret="n/a")
         self.bar.start()
 

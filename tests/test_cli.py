@@ -245,3 +245,21 @@ def test_progress_lines_when_the_output_is_not_a_terminal(tmp_path):
     assert len(lines) >= 3, proc.stdout
     assert "SPS" in lines[0] and "elapsed" in lines[0] and lines[-1].startswith("dapo CartPole-v1: step 20224/20224")
     assert "training for 20224 env steps (--total-steps 20000 rounded up to whole iterations of 256)" in proc.stdout
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_live_bar_keeps_its_numbers_on_narrow_terminals(width):
+    """The description and the bar shrink first; the step counts, SPS, return and ETA always show in full."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress as RichProgress
+
+    from core.logging import bar_columns
+
+    console = Console(width=width, force_terminal=True, color_system=None, record=True, file=io.StringIO())
+    bar = RichProgress(*bar_columns(), expand=True, console=console)
+    bar.add_task("dapo MiniGrid-DoorKey-5x5-v0", total=100096, completed=20224, sps=556.0, ret="     0.9")
+    console.print(bar.make_tasks_table(bar.tasks))
+    line = console.export_text().rstrip("\n")
+    assert len(line) <= width and "20224/100096" in line and "SPS  556 return      0.9" in line and "ETA" in line
