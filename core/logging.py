@@ -110,7 +110,7 @@ class Progress:
         self.total, self.description, self.every_s = total, description, every_s
         self.stream = stream or sys.stdout
         self.bar, self.plain = None, False
-        self.t0, self.start, self.last_print = time.monotonic(), start, -math.inf
+        self.t0, self.start, self.last_print, self.printed_step = time.monotonic(), start, -math.inf, None
         self.state = (start, 0.0, math.nan)
         if not enabled:
             return
@@ -139,10 +139,10 @@ class Progress:
         ret_text = "n/a" if math.isnan(ret) else f"{ret:.1f}"
         print(f"{self.description}: step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%) "
               f"SPS {sps:.0f} return {ret_text} elapsed {elapsed:.0f}s ETA {eta}", file=self.stream, flush=True)
-        self.last_print = time.monotonic()
+        self.last_print, self.printed_step = time.monotonic(), step
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
-        elif self.plain and self.state[0] != self.start:
+        elif self.plain and self.state[0] not in (self.start, self.printed_step):  # the final line, once
             self._line()

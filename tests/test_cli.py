@@ -263,3 +263,15 @@ def test_the_live_bar_keeps_its_numbers_on_narrow_terminals(width):
     console.print(bar.make_tasks_table(bar.tasks))
     line = console.export_text().rstrip("\n")
     assert len(line) <= width and "20224/100096" in line and "SPS  556 return      0.9" in line and "ETA" in line
+
+
+def test_plain_progress_prints_the_final_line_once():
+    import io
+
+    from core.logging import Progress
+
+    out = io.StringIO()
+    p = Progress(total=256, start=0, description="ppo CartPole-v1", every_s=10.0, stream=out)
+    p.update(256, 1000.0, 20.0)  # a one-iteration run: the first update is already the last
+    p.close()
+    assert out.getvalue().count("step 256/256") == 1, out.getvalue()
