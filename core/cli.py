@@ -22,6 +22,8 @@ from core.config import MAX_SEED, ConfigError, RunInterrupted, check_device
 from core.registry import Family, Plugins, plugins
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+TRUST_HELP = ("make an env that a file (the run's config.yaml, a recipe) names as module:factory: imports and runs "
+              "that module's code; only for files you trust")
 RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME] [options]"
 
 
@@ -89,6 +91,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
                             help="a YAML file of option: value pairs (the same as --recipe FILE)")
     experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                             help="continue the run in RUN_DIR from its checkpoint")
+    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
     if "extensions" in names:
         from core import extensions
 
@@ -104,6 +107,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
                     help="sample actions instead of the mean/argmax [the run's eval_deterministic]")
+    ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
     for command in found.commands:
         if not command.raw:
             command_parser = sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp)
@@ -146,7 +150,7 @@ def _run(args, family: Family) -> int:
     explicit = explicit_from_args(args, names - {"recipe", "extensions"})
     if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
         raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
-    fam, cfg = api.resolve(explicit, args.resume, family)
+    fam, cfg = api.resolve(explicit, args.resume, family, trust_env=args.trust_env)
     summary = fam.get("run")(cfg, args.resume is not None)
     if summary is not None:  # None: a data-parallel rank other than 0
         print(fam.get("summary_line")(summary))
@@ -154,7 +158,7 @@ def _run(args, family: Family) -> int:
 
 
 def _eval(args, family: Family) -> int:
-    from core.evaluation import mean_std
+    from core.evaluation import mean_std, number
 
     if not 1 <= args.episodes <= 100_000:
         raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
@@ -162,9 +166,11 @@ def _eval(args, family: Family) -> int:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
-    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic)
+    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic,
+                                     trust_env=args.trust_env)
     mean, std = mean_std(returns)
-    print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} (sample std) over {len(returns)} episodes")
+    print(f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over "
+          f"{len(returns)} episodes")
     return 0
 
 
