@@ -42,9 +42,15 @@ class EvalResult(NamedTuple):
 
 
 def explicit_options(config: Union[None, dict, str, Path, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """Options given by the caller: a config object's non-default fields, a dict, or a YAML file's mapping, with
-    keyword options on top."""
-    if config is None:
+    """Options given by the caller: a config object's non-default fields or a dict, with keyword options on top; a
+    YAML path is applied as the first recipe, as ``dapo run --config FILE`` does (so both resolve alike)."""
+    def plain(mapping: dict) -> dict:
+        out = {str(k).replace("-", "_"): v for k, v in mapping.items() if v is not None}
+        if isinstance(out.get("recipe"), (str, Path)):
+            out["recipe"] = (str(out["recipe"]),)
+        return out
+
+    if config is None or isinstance(config, (str, Path)):
         base: dict[str, Any] = {}
     elif dataclasses.is_dataclass(config):
         defaults = type(config)()
@@ -52,14 +58,11 @@ def explicit_options(config: Union[None, dict, str, Path, Any], options: dict[st
                 if getattr(config, f.name) != getattr(defaults, f.name)}
     elif isinstance(config, dict):
         base = dict(config)
-    elif isinstance(config, (str, Path)):
-        raw = read_yaml(Path(config))
-        base = dict(raw) if isinstance(raw, dict) else {}
     else:
         raise ConfigError(f"config must be a config dataclass, a dict or a YAML path, got {type(config).__name__}")
-    out = {str(k).replace("-", "_"): v for k, v in {**base, **options}.items() if v is not None}
-    if isinstance(out.get("recipe"), (str, Path)):
-        out["recipe"] = (str(out["recipe"]),)
+    out = {**plain(base), **plain(options)}
+    if isinstance(config, (str, Path)):
+        out["recipe"] = (str(config), *out.get("recipe", ()))
     return out
 
 
@@ -77,21 +80,29 @@ def family_for(explicit: dict[str, Any]) -> Family:
     return found.family_for_env(explicit.get("env")) or found.family_of(TrainConfig.algo)
 
 
-def resolve(explicit: dict[str, Any], resume: Optional[Path] = None, family: Optional[Family] = None):
+def resolve(explicit: dict[str, Any], resume: Optional[Path] = None, family: Optional[Family] = None,
+            trust_env: bool = False, env_callable: bool = False):
     """``(family, resolved config)`` for a new run with ``explicit`` options, or for resuming ``resume`` with the
-    options that may change on resume."""
+    options that may change on resume.  ``trust_env`` confirms an env named by a file that would import code
+    (core/trust.py); ``env_callable``: ``explicit["env"]`` stands for a Python callable given again, which may replace
+    a saved process-local env (``dapo-local/...``, a lambda or a local function)."""
     from core.runner import resume_config
 
     if resume is not None:
         if "run_dir" in explicit and Path(explicit["run_dir"]).resolve() != Path(resume).resolve():
             raise ConfigError("--run-dir cannot be combined with --resume; the resumed run stays in its directory")
         fam = _family_of_run(Path(resume))
-        saved = fam.get("load_config")(Path(resume))
-        return fam, fam.get("complete")(resume_config(type(saved), saved, {**explicit, "run_dir": str(resume)}))
+        # an env given again confirms it: a different one is refused by resume_config before anything is made
+        saved = fam.get("load_config")(Path(resume), trust_env=trust_env or "env" in explicit)
+        overrides = {**explicit, "run_dir": str(resume)}
+        if overrides.get("env") == saved.env:
+            del overrides["env"]
+        replaceable = ("env",) if env_callable and str(saved.env).startswith("dapo-local/") else ()
+        return fam, fam.get("complete")(resume_config(type(saved), saved, overrides, replaceable))
     fam = family or family_for(explicit)
     cls = fam.get("config")
     typed = coerce_mapping({k: v for k, v in explicit.items()}, cls, "options")
-    return fam, fam.get("resolve")(typed)
+    return fam, fam.get("resolve")(typed, trust_env=trust_env)
 
 
 def _family_of_run(run_dir: Path) -> Family:
@@ -106,12 +117,14 @@ def _family_of_run(run_dir: Path) -> Family:
 
 
 def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[Union[str, Path]] = None,
-          family: Optional[str] = None, **options: Any) -> RunResult:
+          family: Optional[str] = None, trust_env: bool = False, **options: Any) -> RunResult:
     """Train one run (or continue ``resume``, a run directory) and return its :class:`RunResult`.
 
-    ``config``: a config dataclass, a dict or a YAML path; keyword ``options`` win over it.  ``family`` (a family's
-    name, e.g. "PettingZoo") picks the family when no algorithm is given (each family's own ``train`` passes it).
-    Raises :class:`core.config.ConfigError` (a one-line message) for bad options and
+    ``config``: a config dataclass, a dict or a YAML path (applied as a recipe); keyword ``options`` win over it.
+    ``family`` (a family's name, e.g. "PettingZoo") picks the family when no algorithm is given (each family's own
+    ``train`` passes it).  ``trust_env=True`` confirms an env that a file (a recipe, the resumed run's config.yaml)
+    names and that would import code; ``env=make_env`` passed again resumes a run trained on a lambda or a local
+    function.  Raises :class:`core.config.ConfigError` (a one-line message) for bad options and
     :class:`core.config.RunInterrupted` after Ctrl-C (the run directory can be resumed)."""
     explicit = explicit_options(config, options)
     fam = None
@@ -119,23 +132,27 @@ def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[
         fam = next((f for f in plugins().families if f.name == family), None)
         if fam is None:
             raise ConfigError(f"unknown family '{family}'; families: {', '.join(f.name for f in plugins().families)}")
-    if callable(explicit.get("env")):  # recorded as 'module:name' so that eval and resume can make it again
+    env_callable = callable(explicit.get("env"))
+    if env_callable:  # recorded as 'module:name' so that eval and resume can make it again
         explicit["env"] = (fam or family_for(explicit)).get("env_reference")(explicit["env"])
-    fam, cfg = resolve(explicit, None if resume is None else Path(resume), fam)
+    fam, cfg = resolve(explicit, None if resume is None else Path(resume), fam, trust_env, env_callable)
     summary = fam.get("run")(cfg, resume is not None)
     return RunResult(Path(cfg.run_dir) if summary is None else Path(summary["run_dir"]), summary or {}, cfg)
 
 
-def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, Callable] = None):
-    """The trained agent of ``run_dir`` (any family); ``env`` replaces the run's env where it was a Python callable
-    that cannot be imported by name."""
+def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, Callable] = None,
+         trust_env: bool = False):
+    """The trained agent of ``run_dir`` (any family); ``env`` replaces the run's env (needed where it was a Python
+    callable that cannot be imported by name); ``trust_env=True`` confirms a saved env that would import code named
+    by the run's config.yaml (core/trust.py)."""
     fam = _family_of_run(Path(run_dir))
-    return fam.get("load")(Path(run_dir), device=device, env=env)
+    return fam.get("load")(Path(run_dir), device=device, env=env, trust_env=trust_env)
 
 
-def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callable] = None) -> "Agent":
+def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callable] = None,
+               trust_env: bool = False) -> "Agent":
     """:func:`load` for the Gymnasium family."""
-    from core.checkpoint import load_checkpoint, require
+    from core.checkpoint import load_checkpoint, load_state, require
     from core.envs import env_reference
     from core.evaluation import evaluation_envs
     from core.networks import build_networks
@@ -143,7 +160,7 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     from core.runner import load_run_config
     from core.trainer import pick_device
 
-    cfg = complete(load_run_config(run_dir))
+    cfg = complete(load_run_config(run_dir, trust_env or env is not None))  # an env given replaces the saved one
     if env is not None:
         cfg = dataclasses.replace(cfg, env=env_reference(env) if callable(env) else env)
     path = run_dir / "checkpoint.pt"
@@ -154,15 +171,11 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     envs.close()
     actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16", cfg.log_std_init)
     dev = pick_device(device)
-    try:
-        actor.load_state_dict(state["actor"])
-        critic.load_state_dict(state["critic"])
-    except (RuntimeError, KeyError, TypeError) as e:
-        raise ConfigError(f"checkpoint {path} does not fit the run's networks ({type(e).__name__})") from e
     from core.envs import ObsNormalizer
 
     obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
-    obs_norm.load_state_dict(state["obs_norm"])
+    for module, key in ((actor, "actor"), (critic, "critic"), (obs_norm, "obs_norm")):
+        load_state(module, state[key], path)
     return Agent(cfg, actor.to(dev).eval(), critic.to(dev).eval(), obs_norm, obs_space, act_space, dev)
 
 

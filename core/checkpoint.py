@@ -13,6 +13,8 @@ import contextlib
 import errno
 import io
 import json
+import keyword
+import math
 import os
 import signal
 import tempfile
@@ -95,8 +97,21 @@ def remove_orphans(run_dir: Path) -> list[Path]:
     return orphans
 
 
+def finite_or_none(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN: an undefined std, a mean over no episodes) as None: JSON has no NaN."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    return obj
+
+
 def write_json(path: Path, obj: dict) -> None:
-    atomic_write(path, lambda f: json.dump(obj, f, indent=2, sort_keys=True, default=str))
+    """Standard JSON (non-finite numbers as null), written atomically."""
+    clean = finite_or_none(obj)
+    atomic_write(path, lambda f: json.dump(clean, f, indent=2, sort_keys=True, default=str, allow_nan=False))
 
 
 # --- plain-data encoding -------------------------------------------------------------------------------------------
@@ -122,24 +137,44 @@ def encode(obj: Any) -> Any:
 
 
 def decode(obj: Any) -> Any:
-    """The inverse of :func:`encode` (named tuples come back as tuples of the same field names)."""
+    """The inverse of :func:`encode` (named tuples come back as tuples of the same field names).  Anything that is not
+    what :func:`encode` writes: a ConfigError (the caller names the file)."""
     if isinstance(obj, dict):
         if "__ndarray__" in obj:
-            dtype = np.dtype(obj["dtype"])
-            if dtype.kind not in _NUMERIC_KINDS:
-                raise ConfigError(f"checkpoint holds an array of non-numeric dtype {dtype}")
-            return np.frombuffer(obj["__ndarray__"], dtype=dtype).reshape(obj["shape"]).copy()
+            return _decode_array(obj)
         if "__namedtuple__" in obj:
-            fields = [str(f) for f in obj["fields"]]
-            if not all(f.isidentifier() and not f.startswith("_") for f in fields):
-                raise ConfigError("checkpoint holds a record with invalid field names")
-            return namedtuple(str(obj["__namedtuple__"]), fields)(*(decode(v) for v in obj["values"]))
+            name, fields = obj["__namedtuple__"], obj["fields"]
+            if not (isinstance(name, str) and isinstance(fields, list) and all(isinstance(f, str) for f in fields)
+                    and all(_plain_name(n) for n in (name, *fields)) and len(set(fields)) == len(fields)
+                    and isinstance(obj["values"], list) and len(obj["values"]) == len(fields)):
+                raise ConfigError("holds a record with invalid names or values")
+            return namedtuple(name, fields)(*(decode(v) for v in obj["values"]))
         return {k: decode(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [decode(v) for v in obj]
     if isinstance(obj, tuple):
         return tuple(decode(v) for v in obj)
     return obj
+
+
+def _plain_name(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+
+
+def _decode_array(obj: dict) -> np.ndarray:
+    """A numeric array from its bytes, dtype string and shape; object, structured and unparsable dtypes are refused."""
+    data, dtype, shape = obj["__ndarray__"], obj["dtype"], obj["shape"]
+    try:
+        dtype = np.dtype(dtype) if isinstance(dtype, str) else None
+    except (TypeError, ValueError, SyntaxError):
+        dtype = None
+    if dtype is None or dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.hasobject:
+        raise ConfigError(f"holds an array of unreadable or non-numeric dtype {obj['dtype']!r}")
+    if not (isinstance(data, bytes) and isinstance(shape, list)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+            and math.prod(shape) * dtype.itemsize == len(data)):
+        raise ConfigError(f"holds an array whose bytes do not fit its shape {shape!r} and dtype {dtype}")
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
@@ -189,7 +224,15 @@ def load_checkpoint(path: Path) -> dict:
         state = _load_legacy(path, strict_error)
     if not isinstance(state, dict) or state.get("version") not in (1, CHECKPOINT_VERSION):
         raise ConfigError(f"checkpoint {path} has an unknown format (expected version {CHECKPOINT_VERSION})")
-    return decode(state) if state["version"] == CHECKPOINT_VERSION else state
+    if state["version"] != CHECKPOINT_VERSION:
+        return state
+    try:
+        return decode(state)
+    except ConfigError as e:
+        raise ConfigError(f"checkpoint {path} {e}; refused (restore it from a backup or start a new run)") from e
+    except Exception as e:  # decode builds nothing but arrays, tuples and containers: any failure is corrupt data
+        raise ConfigError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__} while decoding); restore it "
+                          "from a backup or start a new run") from e
 
 
 def _load_legacy(path: Path, strict_error: Exception) -> dict:
@@ -219,3 +262,33 @@ def require(state: dict, keys: tuple[str, ...], path: Path) -> None:
         if k not in state:
             raise ConfigError(f"checkpoint {path} lacks '{k}' (truncated or from another tool); restore it from a "
                               "backup or start a new run")
+
+
+COUNTERS = ("global_step", "iteration", "grad_step", "env_steps", "batched_steps")  # whole, non-negative numbers
+
+
+def check_counters(state: dict, path: Path) -> None:
+    """One line naming a step counter that is not a non-negative integer, or a non-numeric ``elapsed``: values that
+    would load and only fail, or train nonsense, later."""
+    for k in COUNTERS:
+        v = state.get(k, 0)
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            raise ConfigError(f"checkpoint {path} has {k} {v!r}, not a count of steps; restore it from a backup or "
+                              "start a new run")
+    v = state.get("elapsed", 0.0)
+    if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+        raise ConfigError(f"checkpoint {path} has elapsed {v!r}, not a number of seconds; restore it from a backup or "
+                          "start a new run")
+
+
+def load_state(target: Any, state: dict, path: Path) -> None:
+    """``target.load_state_dict(state)`` with a checkpoint that does not fit (a tensor of another shape, a missing or
+    mistyped entry) as one line instead of a traceback."""
+    try:
+        target.load_state_dict(state)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
+        detail = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
+        raise ConfigError(f"checkpoint {path} does not fit this run ({type(e).__name__}{': ' + detail if detail else ''}"
+                          "); restore it from a backup or start a new run") from e

@@ -28,6 +28,8 @@ CONFIG_HELP = "A YAML file of option: value pairs, read as a recipe (the same as
 RESUME_HELP = "Continue the run in RUN_DIR from its checkpoint, with its own config.yaml."
 EXT_HELP = ("Turn on an extension, or set some options of one a recipe turned on (its others stay; repeated "
             "--ext NAME add up); --ext NAME off removes it.")
+TRUST_HELP = ("Make an env that a file (the run's config.yaml, a recipe) names as module:factory: imports and runs "
+              "that module's code; only for files you trust.")
 
 
 def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
@@ -93,6 +95,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
                                 help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
     experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
     experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
+    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
     if "extensions" in names:
         from core import extensions
 
@@ -108,6 +111,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
                     help="Sample actions instead of taking the mean/argmax [on if the run's eval_deterministic is "
                          "off]")
+    ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
     for command in found.commands:
         if not command.raw:
             command_parser = sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp)
@@ -154,7 +158,7 @@ def _run(args, family: Family) -> int:
     explicit = explicit_from_args(args, names - {"recipe", "extensions"})
     if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
         raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
-    fam, cfg = api.resolve(explicit, args.resume, family)
+    fam, cfg = api.resolve(explicit, args.resume, family, trust_env=args.trust_env)
     summary = fam.get("run")(cfg, args.resume is not None)
     if summary is not None:  # None: a data-parallel rank other than 0
         print(fam.get("summary_line")(summary))
@@ -162,7 +166,7 @@ def _run(args, family: Family) -> int:
 
 
 def _eval(args, family: Family) -> int:
-    from core.evaluation import mean_std
+    from core.evaluation import mean_std, number
 
     if not 1 <= args.episodes <= 100_000:
         raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
@@ -170,10 +174,11 @@ def _eval(args, family: Family) -> int:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
-    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic)
+    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic,
+                                     trust_env=args.trust_env)
     mean, std = mean_std(returns)
     episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
-    print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} (sample std) over {episodes}")
+    print(f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}")
     return 0
 
 

@@ -363,15 +363,34 @@ def write_yaml_config(cfg: Any) -> str:
     return yaml.safe_dump(to_plain(dataclasses.asdict(cfg)), sort_keys=False)
 
 
-def load_run_config(run_dir: Path, cls: type, translate=None):
-    """The resolved config saved in ``run_dir/config.yaml``; ``translate`` maps options of older versions."""
+def required_fields(cls: type, may_be_unset: tuple[str, ...]) -> tuple[str, ...]:
+    """Fields every saved config records: the env, the algorithm and every preset-filled field (default None) that
+    resolution always sets (all but ``may_be_unset``)."""
+    return ("env", "algo", *(f.name for f in dataclasses.fields(cls) if f.default is None and f.name not in may_be_unset))
+
+
+def load_run_config(run_dir: Path, cls: type, translate=None, required: tuple[str, ...] = (),
+                    imports_code=None, trust_env: bool = False):
+    """The resolved config saved in ``run_dir/config.yaml``; ``translate`` maps options of older versions.  A field of
+    ``required`` missing or null is refused, naming it; so is an env that ``imports_code`` unless ``trust_env``
+    (core/trust.py): nothing is imported here."""
+    from core.trust import check_env
+
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a directory written by 'dapo run'")
     raw = read_yaml(path)
     if isinstance(raw, dict) and translate is not None:
         raw = translate({str(k).replace("-", "_"): v for k, v in raw.items()}, f"{path}")
-    return cls(**coerce_mapping(raw, cls, str(path)))
+    values = coerce_mapping(raw, cls, str(path))
+    missing = next((name for name in required if values.get(name) is None), None)
+    if missing is not None:
+        raise ConfigError(f"{path} lacks '{missing}' (or it is null), which every run records; restore the file from "
+                          "a backup or start a new run")
+    cfg = cls(**values)
+    if imports_code is not None:
+        check_env(cfg.env, str(path), trust_env, imports_code)
+    return cfg
 
 
 def is_finite_number(v: Any) -> bool:

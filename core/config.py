@@ -36,7 +36,7 @@ class TrainConfig:
     env: str = "CartPole-v1"
     """Gymnasium env: an id, 'module:Env-id' or 'module:make_env'. 'module:Env-id' imports the module, which
     registers the id; 'module:make_env' names a function or class returning a gymnasium.Env. The module must stay
-    importable (on PYTHONPATH) for eval and --resume."""
+    importable (on PYTHONPATH) for eval and --resume, which import it only with --trust-env: config.yaml names it."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the env, e.g. 'size=5 max_steps=100'. Values are Python literals (numbers, quoted
     strings, lists, tuples, dicts) or YAML flow lists and maps, else strings: 'sizes=[64,64] name="a b"'."""

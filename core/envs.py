@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import inspect
 import re
 from typing import Any, Callable, Optional
 
@@ -61,7 +62,8 @@ def resolve_env_id(env: str) -> str:
         return env
     if env.startswith(LOCAL_NAMESPACE + "/"):
         raise ConfigError(f"env {env} was a Python callable that cannot be imported by name (a lambda or a local "
-                          "function); pass it again, e.g. core.load(run_dir, env=make_env)")
+                          "function); pass it again: core.load(run_dir, env=make_env) or core.train(resume=run_dir, "
+                          "env=make_env)")
     if ":" in env:
         module_name, _, attr = env.partition(":")
     elif "." in env:
@@ -107,6 +109,36 @@ def _attr(module: str, qualname: str) -> Any:
     return obj
 
 
+def imports_code(env: str) -> bool:
+    """Whether making ``env`` would import a module that the string names and call something from it (``module:name``,
+    ``module.name``): an env named by a file must then be confirmed (core/trust.py).  Registered ids, ``ALE/`` and
+    ``MiniGrid-`` ids, process-local callables and modules that do not exist (their error says so) import nothing."""
+    if not isinstance(env, str) or is_atari(env) or minigrid.is_minigrid(env) or env.startswith(LOCAL_NAMESPACE + "/"):
+        return False
+    if env in gym.registry or not (":" in env or "." in env):
+        return False
+    top = (env.partition(":")[0] if ":" in env else env.rpartition(".")[0]).split(".")[0]
+    try:
+        return importlib.util.find_spec(top) is not None  # a top-level spec: found without running its code
+    except (ImportError, ValueError):
+        return True
+
+
+# gym.make and gym.make_vec take these themselves; env kwargs go to the env's constructor and nowhere else
+_MAKE_ARGS = frozenset(p for f in (gym.make, gym.make_vec) for p in inspect.signature(f).parameters
+                       if p not in ("id", "kwargs"))
+
+
+def constructor_kwargs(env: str, env_kwargs: Optional[dict]) -> dict:
+    """``env_kwargs`` as a new dict, refusing a name that gym.make or gym.make_vec would take for themselves."""
+    kwargs = dict(env_kwargs or {})
+    taken = sorted(set(kwargs) & _MAKE_ARGS)
+    if taken:
+        raise ConfigError(f"--env-kwargs {taken[0]} is an argument of gymnasium.make, not of the constructor of env "
+                          f"'{env}'; env kwargs go to the env only: drop it")
+    return kwargs
+
+
 def check_env_id(env_id: str) -> None:
     """Raise a ConfigError naming close matches when ``env_id`` is not an env the toolkit can make."""
     resolve_env_id(env_id)
@@ -115,7 +147,7 @@ def check_env_id(env_id: str) -> None:
 def make_env(env: str, env_kwargs: Optional[dict] = None, **extra) -> gym.Env:
     """One env, with one-line errors for bad kwargs or a failing constructor."""
     try:
-        made = gym.make(resolve_env_id(env), **(env_kwargs or {}), **extra)
+        made = gym.make(resolve_env_id(env), **constructor_kwargs(env, env_kwargs), **extra)
     except ConfigError:
         raise
     except Exception as e:  # missing simulator, bad kwargs, the user's constructor failing: one line for the user
@@ -130,7 +162,7 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
     """Gymnasium vector env with *same-step* autoreset: the step that ends an episode already returns
     the next episode's first observation and the final one in ``info['final_obs']``.  Sync envs hand
     out their observation buffer without copying (consumers copy); async envs use shared memory."""
-    gym_id = resolve_env_id(env_id)
+    gym_id, env_kwargs = resolve_env_id(env_id), constructor_kwargs(env_id, env_kwargs)
     if is_atari(env_id):
         raise ConfigError(f"{env_id}: Atari ids need the DQN preprocessing of core.atari.AtariBackend or EnvPool; "
                           "make them with core.backends.make_backend")
@@ -138,7 +170,7 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
     kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
     try:
         envs = gym.make_vec(gym_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
-                            vector_kwargs=kwargs, **(env_kwargs or {}))
+                            vector_kwargs=kwargs, **env_kwargs)
     except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
         raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
     env_family(envs.single_observation_space, envs.single_action_space, env_id)
@@ -188,7 +220,10 @@ class RunningMeanStd:
         return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
 
     def load_state_dict(self, s: dict) -> None:
-        self.mean, self.var, self.count = np.asarray(s["mean"]).copy(), np.asarray(s["var"]).copy(), s["count"]
+        mean, var = np.array(s["mean"], dtype=np.float64), np.array(s["var"], dtype=np.float64)
+        if mean.shape != self.mean.shape or var.shape != self.var.shape:  # another env's statistics, or corrupt ones
+            raise ValueError(f"statistics of shape {mean.shape}, expected {self.mean.shape}")
+        self.mean, self.var, self.count = mean, var, float(s["count"])
 
 
 class ObsNormalizer:

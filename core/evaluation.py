@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from core.backends import make_backend
-from core.checkpoint import load_checkpoint, require
+from core.checkpoint import load_checkpoint, load_state, require
 from core.config import TrainConfig
 from core.envs import ObsNormalizer, is_atari, to_env_actions
 
@@ -45,39 +45,35 @@ def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episo
     return returns
 
 
-def load_run_policy(run_dir: Path, device: str = "cpu") -> tuple[TrainConfig, torch.nn.Module, ObsNormalizer]:
-    """``run_dir``'s config, its checkpoint's actor (on ``device``) and observation normaliser."""
+def load_run_policy(run_dir: Path, device: str = "cpu",
+                    trust_env: bool = False) -> tuple[TrainConfig, torch.nn.Module, ObsNormalizer]:
+    """``run_dir``'s config, its checkpoint's actor (on ``device``) and observation normaliser; ``trust_env`` confirms
+    a saved env that would import code (core/trust.py)."""
     from core.networks import build_networks
     from core.presets import complete
     from core.runner import load_run_config
     from core.trainer import pick_device
 
-    cfg = complete(load_run_config(Path(run_dir)))
+    cfg = complete(load_run_config(Path(run_dir), trust_env))
     path = Path(run_dir) / "checkpoint.pt"
     state = load_checkpoint(path)
     require(state, ("actor", "obs_norm"), path)
     envs = evaluation_envs(cfg.env, 0, cfg.env_kwargs)
     actor, _ = build_networks(envs.single_observation_space, envs.single_action_space, cfg.hidden_sizes,
                               cfg.precision == "bf16")
-    actor = actor.to(pick_device(device))
-    try:
-        actor.load_state_dict(state["actor"])
-    except (RuntimeError, KeyError, TypeError) as e:
-        from core.config import ConfigError
-
-        raise ConfigError(f"checkpoint {path} does not fit the run's networks ({type(e).__name__}); it belongs to "
-                          "another run or is corrupt") from e
-    obs_norm = ObsNormalizer(envs.single_observation_space.shape, cfg.norm_obs)
-    obs_norm.load_state_dict(state["obs_norm"])
     envs.close()
+    actor = actor.to(pick_device(device))
+    obs_norm = ObsNormalizer(envs.single_observation_space.shape, cfg.norm_obs)
+    load_state(actor, state["actor"], path)
+    load_state(obs_norm, state["obs_norm"], path)
     return cfg, actor, obs_norm
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: Optional[bool] = None) -> list[float]:
+                 deterministic: Optional[bool] = None, trust_env: bool = False) -> list[float]:
     """Load ``run_dir``'s config and checkpoint and evaluate its actor (``deterministic`` defaults to
     the run's ``eval_deterministic``)."""
-    cfg, actor, obs_norm = load_run_policy(run_dir, device)
+    cfg, actor, obs_norm = load_run_policy(run_dir, device, trust_env)
     if deterministic is None:
         deterministic = cfg.eval_deterministic is not False
     return evaluate(cfg.env, actor, obs_norm, episodes, seed, next(actor.parameters()).device, deterministic,
@@ -95,3 +91,9 @@ def sample_std(x) -> float:
 def mean_std(x: list[float]) -> tuple[float, float]:
     """Mean and sample std (:func:`sample_std`, ddof=1) of episode returns ``(n,)``: ``eval_return_std``."""
     return float(np.mean(x)), sample_std(x)
+
+
+def number(x, spec: str = ".1f") -> str:
+    """``x`` formatted by ``spec``, or ``n/a`` where it is undefined (None or NaN: a std over fewer than two episodes,
+    a mean over none)."""
+    return "n/a" if x is None or not math.isfinite(x) else format(x, spec)

@@ -40,17 +40,18 @@ class Family:
     config: str
     """The config dataclass, as 'module:Class'."""
     resolve: str
-    """'module:function': (explicit options dict) -> resolved config."""
+    """'module:function': (explicit options dict, trust_env=False) -> resolved config (core/trust.py)."""
     complete: str
     """'module:function': (saved config) -> the same config validated, for resume and eval."""
     run: str
     """'module:function': (config, resume: bool) -> summary dict (or None on non-main ranks)."""
     load_config: str
-    """'module:function': (run_dir) -> the saved config."""
+    """'module:function': (run_dir, trust_env=False) -> the saved config; an env that would import code named by
+    config.yaml is refused unless trust_env (core/trust.py)."""
     evaluate: str
-    """'module:function': (run_dir, episodes, seed, device, deterministic) -> list of returns."""
+    """'module:function': (run_dir, episodes, seed, device, deterministic, trust_env=False) -> list of returns."""
     load: str
-    """'module:function': (run_dir, **kwargs) -> agent (the Python API's load)."""
+    """'module:function': (run_dir, device=, env=, trust_env=) -> agent (the Python API's load)."""
     summary_line: str
     """'module:function': (summary dict) -> one line printed after a run."""
     claims_env: Optional[str] = None

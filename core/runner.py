@@ -9,47 +9,65 @@ import dataclasses
 import math
 import os
 import signal
+import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from core import extensions, presets
-from core.checkpoint import atomic_write, load_checkpoint, remove_orphans, require, write_json
-from core.cli_config import RESUMABLE_OVERRIDES, load_run_config as read_run_config, write_yaml_config
+from core import extensions, presets, recipes
+from core.checkpoint import (atomic_write, check_counters, load_checkpoint, load_state, remove_orphans, require,
+                             write_json)
+from core.cli_config import RESUMABLE_OVERRIDES, load_run_config as read_run_config, required_fields, write_yaml_config
 from core.config import ConfigError, RunInterrupted, TrainConfig, policy_clip
-from core.envs import env_family, make_env
-from core.evaluation import evaluate, mean_std
+from core.envs import LOCAL_NAMESPACE, env_family, imports_code, make_env
+from core.evaluation import evaluate, mean_std, number
 from core.legacy import translate
 from core.logging import MetricLogger, Progress
 from core.loop import rounded_budget
 from core.plotting import plot_learning_curve
-from core.rundir import RUN_FILES, RunLock, check_run_dir
+from core.rundir import RunLock, check_contents, check_run_dir
 from core.trainer import Trainer
+from core.trust import check_env
 
 CHECKPOINT_KEYS = ("global_step", "iteration", "elapsed", "actor", "critic", "optimizer", "obs_norm", "sampler")
 
 
-def resolve_for_env(explicit: dict[str, Any]) -> TrainConfig:
-    """Options given by the user (field -> value) -> the resolved config for their env's family."""
-    env_id = explicit.get("env", TrainConfig.env)
-    env = make_env(env_id, explicit.get("env_kwargs"))
+def resolve_for_env(explicit: dict[str, Any], trust_env: bool = False) -> TrainConfig:
+    """Options given by the user (field -> value) -> the resolved config for their env's family.  The env and its
+    kwargs are the ones the layered options name (explicit, else the last user recipe that sets them, else the
+    default); an env a recipe file names is imported only when trusted (core/trust.py)."""
+    given = recipes.given(explicit, TrainConfig)
+    top, source = recipes.user_layer(given, TrainConfig)
+    env_id = top.get("env", TrainConfig.env)
+    check_env(env_id, f"recipe {source}", trust_env or source is None, imports_code)
+    env = make_env(env_id, top.get("env_kwargs"))
     try:
         family = env_family(env.observation_space, env.action_space, env_id)
-        cfg = presets.resolve(explicit, family)
+        cfg = presets.resolve(given, family)
         extensions.check_all(cfg.extensions, cfg, env.action_space)  # before the run directory exists
     finally:
         env.close()
     return cfg
 
 
-def load_run_config(run_dir: Path) -> TrainConfig:
-    """The resolved config in ``run_dir/config.yaml`` (older versions' options translated)."""
-    return read_run_config(run_dir, TrainConfig, translate)
+# preset-filled fields (default None) that a resolved config may leave unset; config.yaml must record all others
+MAY_BE_UNSET = ("policy_lr_drop_step", "clip_eps_low", "clip_eps_high", "run_dir", "snapshot_every")
 
 
-def resume_config(cls: type, saved, overrides: dict[str, Any]):
-    """A saved config with the options that may change on resume replaced; any other option is refused."""
-    frozen = sorted(set(overrides) - RESUMABLE_OVERRIDES - {"run_dir"})  # the CLI passes the resumed directory
+def load_run_config(run_dir: Path, trust_env: bool = False) -> TrainConfig:
+    """The resolved config in ``run_dir/config.yaml`` (older versions' options translated); an env that would import
+    code named by the file is refused unless ``trust_env`` (core/trust.py)."""
+    return read_run_config(run_dir, TrainConfig, translate, required_fields(TrainConfig, MAY_BE_UNSET), imports_code,
+                           trust_env)
+
+
+def resume_config(cls: type, saved, overrides: dict[str, Any], replaceable: tuple[str, ...] = ()):
+    """A saved config with the options that may change on resume (and ``replaceable`` ones) replaced; any other option
+    is refused."""
+    frozen = sorted(set(overrides) - RESUMABLE_OVERRIDES - {"run_dir"} - set(replaceable))  # run_dir: the CLI's
+    if frozen == ["env"] and str(saved.env).startswith(LOCAL_NAMESPACE + "/"):
+        raise ConfigError(f"--env cannot change when resuming; this run's env {saved.env} was a Python callable (a "
+                          "lambda or a local function): pass it again, core.train(resume=run_dir, env=make_env)")
     if frozen:
         raise ConfigError(f"--{frozen[0].replace('_', '-')} cannot change when resuming; only "
                           f"{', '.join('--' + k.replace('_', '-') for k in sorted(RESUMABLE_OVERRIDES))} can")
@@ -96,37 +114,51 @@ def default_run_dir(cfg) -> Path:
     return Path("runs") / f"{name}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def start_run(cfg, resume: bool, main: bool = True, checkpoint_keys: tuple[str, ...] = ("global_step",),
-              step_key: str = "global_step"):
-    """Shared prologue of every ``dapo run`` family, in an order that touches no file before every input is
-    checked: the run directory (refusing a file, an unwritable place, or a finished run without ``--resume``),
-    the checkpoint when resuming (its steps must not exceed ``--total-steps``), then the lock (one writer per run
-    directory), leftovers of a killed writer removed, and the resolved config written to config.yaml.  ``cfg`` must
-    be resolved already; returns ``(cfg with run_dir, run_dir, checkpoint or None, lock or None)``."""
+def start_run(cfg, resume: bool, build: Callable[[Any, Path], Any], main: bool = True,
+              checkpoint_keys: tuple[str, ...] = ("global_step",), step_key: str = "global_step",
+              budget_key: str = "total_steps"):
+    """Shared prologue of every ``dapo run`` family, in an order that creates or changes no file before every input is
+    checked: the run directory (core/rundir.py), the checkpoint when resuming, the lock (one writer per run
+    directory), the trainer ``build(cfg, run_dir)`` with the checkpoint's state loaded into it (a state that does not
+    fit: one line) and the budget (it must reach the steps done, in whole iterations of ``trainer.batch_size``); only
+    then leftovers of a killed writer are removed and the resolved config written to config.yaml.  A failure before
+    that leaves the place as it was.  ``cfg`` must be resolved already; returns ``(cfg with run_dir, run_dir, trainer,
+    lock or None)``."""
+    if cfg.run_dir is not None and not str(cfg.run_dir).strip():
+        raise ConfigError("--run-dir is empty; name a directory (or omit it for runs/<env>__<algo>__s<seed>__<time>)")
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
     if main:
         check_run_dir(run_dir, resume)
-    checkpoint = None
+    checkpoint, path = None, run_dir / "checkpoint.pt"
     if resume:
-        path = run_dir / "checkpoint.pt"
         checkpoint = load_checkpoint(path)
         require(checkpoint, checkpoint_keys, path)
-        done = checkpoint[step_key]
-        budget = cfg.grad_steps if step_key == "grad_step" else cfg.total_steps
-        if budget < done:
-            raise ConfigError(f"--total-steps {budget} is below the {done} steps this run has done; give at least "
-                              f"{done} (or omit it to finish the original budget)")
+        check_counters(checkpoint, path)
     cfg = dataclasses.replace(cfg, run_dir=str(run_dir))
-    lock = None
-    if main:
-        lock = RunLock(run_dir).acquire()
-        if not resume and any((run_dir / name).exists() for name in RUN_FILES):  # a writer finished in between
-            lock.release()
-            raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another "
-                              "--run-dir")
-        remove_orphans(run_dir)
-        atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
-    return cfg, run_dir, checkpoint, lock
+    lock = RunLock(run_dir).acquire() if main else None
+    try:
+        if main and not resume:
+            check_contents(run_dir)  # a writer may have finished in between
+        trainer = build(cfg, run_dir)
+        if checkpoint is not None:
+            load_state(trainer, checkpoint, path)
+            done, budget = getattr(trainer, step_key), getattr(cfg, budget_key)
+            if rounded_budget(budget, trainer.batch_size) < done:
+                raise ConfigError(f"--{budget_key.replace('_', '-')} {budget} is below the {done} steps this run has "
+                                  f"done; give at least {done} (or omit it to finish the original budget)")
+        if main:
+            if not resume and (run_dir / "config.yaml").exists():
+                print(f"{run_dir} held a start that never checkpointed; starting afresh there (its config.yaml is "
+                      "replaced)", file=sys.stderr, flush=True)
+                for stale in (run_dir / "tb").glob("events.out.tfevents.*"):
+                    stale.unlink()
+            remove_orphans(run_dir)
+            atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
+    except BaseException:
+        if lock is not None:
+            lock.abandon()
+        raise
+    return cfg, run_dir, trainer, lock
 
 
 def train_interruptibly(trainer, logger, progress) -> None:
@@ -157,9 +189,11 @@ class NullLogger:
 
 
 def summary_line(s: dict) -> str:
+    """The run's last line; n/a for a number that is undefined (no finished episode, fewer than two eval episodes)."""
     return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
-            f"final_return_mean {s['final_return_mean']:.1f}; eval {s['eval_return_mean']:.1f} "
-            f"+- {s['eval_return_std']:.1f} (sample std); health events {s['health_events']}; outputs in {s['run_dir']}")
+            f"final_return_mean {number(s['final_return_mean'])}; eval {number(s['eval_return_mean'])} "
+            f"+- {number(s['eval_return_std'])} (sample std); health events {s['health_events']}; outputs in "
+            f"{s['run_dir']}")
 
 
 def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
@@ -167,16 +201,15 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     learning_curve.png into its directory.  Returns the summary (``None`` on data-parallel ranks other than 0,
     which write nothing)."""
     main = int(os.environ.get("RANK", "0")) == 0
-    cfg, run_dir, checkpoint, lock = start_run(cfg, resume, main, CHECKPOINT_KEYS)
+    cfg, run_dir, trainer, lock = start_run(cfg, resume, Trainer, main, CHECKPOINT_KEYS)
     try:
-        return _train_and_report(cfg, run_dir, checkpoint, resume, main)
+        return _train_and_report(cfg, run_dir, trainer, resume, main)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _train_and_report(cfg: TrainConfig, run_dir: Path, checkpoint, resume: bool, main: bool) -> Optional[dict]:
-    trainer = Trainer(cfg, run_dir, checkpoint)
+def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, main: bool) -> Optional[dict]:
     if main:
         print(settings_line(cfg, trainer.extensions), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)

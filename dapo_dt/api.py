@@ -17,16 +17,19 @@ from core.api import EvalResult, RunResult
 from core.api import train as core_train
 
 
-def train(config=None, *, resume: Optional[Union[str, Path]] = None, **options: Any) -> RunResult:
+def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,
+          **options: Any) -> RunResult:
     """Train one run of this family (default algorithm: dapo-dt, unless options or a recipe name another); see
     :func:`core.api.train`."""
-    return core_train(config, resume=resume, family="Decision Transformer", **options)
+    return core_train(config, resume=resume, family="Decision Transformer", trust_env=trust_env, **options)
 
 
-def load(run_dir: Union[str, Path], device: str = "cpu", env=None) -> "DTAgent":
+def load(run_dir: Union[str, Path], device: str = "cpu", env=None, trust_env: bool = False) -> "DTAgent":
+    """The trained model of ``run_dir``; ``env`` replaces the saved env, ``trust_env`` confirms a saved env that
+    would import code (core/trust.py)."""
     from dapo_dt.runner import load_trainer
 
-    return DTAgent(load_trainer(Path(run_dir), device))
+    return DTAgent(load_trainer(Path(run_dir), device, env, trust_env))
 
 
 class DTAgent:

@@ -147,10 +147,16 @@ INACTIVE_WHEN = {
 }
 
 
-def resolve(explicit) -> DTConfig:
+def resolve(explicit, trust_env: bool = False) -> DTConfig:
     """The complete config for the options given (a dict of field -> value, or a DTConfig whose non-default fields
-    count as given): the algorithm's recipe, the user's ``--recipe`` files, then the options; validated."""
+    count as given): the algorithm's recipe, the user's ``--recipe`` files, then the options; validated.  An env a
+    recipe file names is imported only when trusted (core/trust.py)."""
+    from core.envs import imports_code
+    from core.trust import check_env
+
     explicit = recipes.given(explicit, DTConfig)
+    top, source = recipes.user_layer(explicit, DTConfig, [RECIPES])
+    check_env(top.get("env", DTConfig.env), f"recipe {source}", trust_env or source is None, imports_code)
     values, algo, user = recipes.layered(explicit, DTConfig, DT_ALGOS, lambda a: [a], [RECIPES])
     values["recipe"] = user
     cfg = DTConfig(**values)

@@ -46,7 +46,7 @@ def load_policy(path: Path, env_id: str, obs_space: gym.Space, act_space: gym.Sp
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"--policy {path}: expected a run directory written by 'dapo run' "
                           "(or a snapshots/step_<N>.pt file inside one)")
-    cfg = load_run_config(run_dir)
+    cfg = load_run_config(run_dir, trust_env=True)  # its env is only compared with --env; nothing makes it
     if cfg.env != env_id:
         raise ConfigError(f"--policy {path} was trained on {cfg.env}, not {env_id}; use a policy of the same game")
     if cfg.norm_obs:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from core.checkpoint import load_checkpoint, require, write_json
+from core.checkpoint import check_counters, load_checkpoint, require, write_json
 from core.cli_config import load_run_config as read_run_config
 from core.config import ConfigError, RunInterrupted
-from core.evaluation import mean_std
+from core.envs import imports_code
+from core.evaluation import mean_std, number
 from core.logging import MetricLogger, Progress
 from core.plotting import plot_learning_curve
 from core.runner import start_run, train_interruptibly
@@ -18,15 +19,18 @@ from dapo_dt.trainer import DTTrainer, human_normalised
 CHECKPOINT_KEYS = ("grad_step", "env_steps", "elapsed", "model", "optimizer", "scale", "target_return")
 
 
-def load_run_config(run_dir: Path) -> DTConfig:
-    return read_run_config(run_dir, DTConfig)
+def load_run_config(run_dir: Path, trust_env: bool = False) -> DTConfig:
+    """The resolved config saved in ``run_dir/config.yaml``; an env that would import code named by the file is
+    refused unless ``trust_env`` (core/trust.py)."""
+    return read_run_config(run_dir, DTConfig, required=("env", "algo", "dataset", "context_len"),
+                           imports_code=imports_code, trust_env=trust_env)
 
 
 def summary_line(s: dict) -> str:
     return (f"{s['algo']} on {s['env']} ({s['dataset']}, {s['dataset_steps']} steps): {s['grad_steps']} gradient "
             f"steps, {s['online_env_steps']} online env steps in {s['wall_time_s']:.0f}s; eval "
-            f"{s['eval_return_mean']:.1f} +- {s['eval_return_std']:.1f} (sample std; human-normalised "
-            f"{s['human_normalised']:.3f}); outputs in {s['run_dir']}")
+            f"{number(s['eval_return_mean'])} +- {number(s['eval_return_std'])} (sample std; human-normalised "
+            f"{number(s['human_normalised'], '.3f')}); outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
@@ -34,15 +38,15 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
     from dapo_dt.data import load as load_dataset
 
     load_dataset(cfg.dataset)  # a missing or foreign dataset: one line before the run directory exists
-    cfg, run_dir, checkpoint, lock = start_run(cfg, resume, checkpoint_keys=CHECKPOINT_KEYS, step_key="grad_step")
+    cfg, run_dir, trainer, lock = start_run(cfg, resume, DTTrainer, checkpoint_keys=CHECKPOINT_KEYS,
+                                            step_key="grad_step", budget_key="grad_steps")
     try:
-        return _train_and_report(cfg, run_dir, checkpoint, resume)
+        return _train_and_report(cfg, run_dir, trainer, resume)
     finally:
         lock.release()
 
 
-def _train_and_report(cfg: DTConfig, run_dir: Path, checkpoint, resume: bool) -> dict:
-    trainer = DTTrainer(cfg, run_dir, checkpoint)
+def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: bool) -> dict:
     logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False)
     total = cfg.grad_steps + (1 if cfg.online_steps else 0)
     progress = Progress(total, trainer.grad_step, f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)
@@ -63,18 +67,31 @@ def _train_and_report(cfg: DTConfig, run_dir: Path, checkpoint, resume: bool) ->
     return summary
 
 
-def load_trainer(run_dir: Path, device: str = "cpu") -> DTTrainer:
-    """The trained model of ``run_dir`` in a trainer that can play whole games (no dataset needed)."""
-    cfg = dataclasses.replace(complete(load_run_config(Path(run_dir))), device=device)
+def load_trainer(run_dir: Path, device: str = "cpu", env=None, trust_env: bool = False) -> DTTrainer:
+    """The trained model of ``run_dir`` in a trainer that can play whole games (no dataset needed); ``env`` (an id or
+    a callable) replaces the saved one."""
+    from core.envs import env_reference
+
+    cfg = complete(load_run_config(Path(run_dir), trust_env=trust_env or env is not None))
+    cfg = dataclasses.replace(cfg, device=device, env=cfg.env if env is None else
+                              env_reference(env) if callable(env) else env)
     path = Path(run_dir) / "checkpoint.pt"
     state = load_checkpoint(path)
     require(state, CHECKPOINT_KEYS, path)
-    return DTTrainer(cfg, Path(run_dir), state, load_data=False)
+    check_counters(state, path)
+    try:
+        return DTTrainer(cfg, Path(run_dir), state, load_data=False)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise ConfigError(f"checkpoint {path} does not fit the run's model ({type(e).__name__}); restore it from a "
+                          "backup or start a new run") from e
 
 
-def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu", deterministic=None) -> list[float]:
+def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu", deterministic=None,
+                 trust_env: bool = False) -> list[float]:
     """``dapo eval RUN_DIR`` for dt/dapo-dt runs: whole games with the saved model, return scale and target
     return (no dataset needed).  Actions are sampled from the model's softmax, as in training."""
     if deterministic:
         raise ConfigError("Decision Transformers are evaluated by sampling their softmax; drop --no-stochastic")
-    return [ep.score for ep in load_trainer(run_dir, device).play(episodes, seed)]
+    return [ep.score for ep in load_trainer(run_dir, device, trust_env=trust_env).play(episodes, seed)]

@@ -24,21 +24,24 @@ from core.checkpoint import load_checkpoint, require
 from core.config import ConfigError
 
 
-def train(config=None, *, resume: Optional[Union[str, Path]] = None, **options: Any) -> RunResult:
+def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,
+          **options: Any) -> RunResult:
     """Train one run of this family (default algorithm: dapo-ma, unless options or a recipe name another); see
     :func:`core.api.train`."""
-    return core_train(config, resume=resume, family="PettingZoo", **options)
+    return core_train(config, resume=resume, family="PettingZoo", trust_env=trust_env, **options)
 
 
-def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, Callable] = None) -> "MAAgent":
-    """The trained agents of ``run_dir``: ``predict`` and ``evaluate``."""
+def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, Callable] = None,
+         trust_env: bool = False) -> "MAAgent":
+    """The trained agents of ``run_dir``: ``predict`` and ``evaluate``.  ``env`` replaces the saved env (needed where it
+    was a lambda or a local function); ``trust_env`` confirms a saved env that would import code (core/trust.py)."""
     from core.trainer import pick_device
     from dapo_ma.config import complete
     from dapo_ma.envs import env_reference, env_spec
     from dapo_ma.runner import ALGORITHMS, load_run_config
 
     run_dir = Path(run_dir)
-    cfg = complete(load_run_config(run_dir))
+    cfg = complete(load_run_config(run_dir, trust_env=trust_env or env is not None))
     if env is not None:
         cfg = dataclasses.replace(cfg, env=env_reference(env) if callable(env) else env)
     path = run_dir / "checkpoint.pt"

@@ -26,7 +26,8 @@ class MAConfig:
     # --- experiment
     env: str = "simple_spread_v3"
     """PettingZoo parallel env: an mpe2 task, a module with parallel_env(), or 'module:make_env'. E.g.
-    simple_spread_v3, pettingzoo.butterfly.pistonball_v6, or a function returning a ParallelEnv."""
+    simple_spread_v3, pettingzoo.butterfly.pistonball_v6, or a function returning a ParallelEnv. Other than mpe2 tasks,
+    eval and --resume import the module only with --trust-env (config.yaml names it)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Env constructor arguments, e.g. 'N=3 max_cycles=25 continuous_actions=True'. Values are Python literals
     (numbers, quoted strings, lists, tuples, dicts) or YAML flow lists and maps, else strings."""
@@ -203,12 +204,16 @@ def parse_env_kwargs(value) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else parse_kwargs_text(value)
 
 
-def resolve(explicit) -> MAConfig:
+def resolve(explicit, trust_env: bool = False) -> MAConfig:
     """The complete config for the options given (a dict of field -> value, or an MAConfig whose non-default fields
-    count as given): the algorithm's recipe, then the user's ``--recipe`` files, then the options; validated."""
-    from dapo_ma.envs import check_env_name, env_spec
+    count as given): the algorithm's recipe, then the user's ``--recipe`` files, then the options; validated.  An env
+    a recipe file names is imported only when trusted (core/trust.py)."""
+    from core.trust import check_env
+    from dapo_ma.envs import check_env_name, env_spec, imports_code
 
     explicit = recipes.given(explicit, MAConfig)  # a dict, or (older callers) a config object
+    top, source = recipes.user_layer(explicit, MAConfig, [RECIPES])
+    check_env(top.get("env", MAConfig.env), f"recipe {source}", trust_env or source is None, imports_code)
     values, algo, user = recipes.layered(explicit, MAConfig, MA_ALGOS, lambda a: [a], [RECIPES])
     values["recipe"] = user
     out = MAConfig(**values)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 from typing import Any, Callable, NamedTuple, Optional
 
 import gymnasium as gym
@@ -57,8 +58,8 @@ def env_factory(name: str) -> Callable[..., Any]:
     if name in _LOCAL:
         return _LOCAL[name]
     if name.startswith("dapo-local/"):
-        raise ConfigError(f"env {name} was a Python callable that cannot be imported by name; pass it again, e.g. "
-                          "dapo_ma.load(run_dir, env=make_env)")
+        raise ConfigError(f"env {name} was a Python callable that cannot be imported by name; pass it again: "
+                          "dapo_ma.load(run_dir, env=make_env) or dapo_ma.train(resume=run_dir, env=make_env)")
     module_name, _, attr = name.partition(":")
     module_name = mpe_env_names().get(module_name, module_name)
     try:
@@ -72,6 +73,23 @@ def env_factory(name: str) -> Callable[..., Any]:
     hint = f"; did you mean {', '.join(close)}?" if close else \
         f"; choose an mpe2 task ({', '.join(sorted(mpe_env_names()))}), a module with parallel_env() or 'module:make_env'"
     raise ConfigError(f"unknown --env '{name}'{hint}")
+
+
+def imports_code(name: str) -> bool:
+    """Whether building ``name`` would import a module the string chooses and call something from it: anything but an
+    mpe2 task (its short name or module, with its own ``parallel_env``), a process-local callable, or a module that
+    does not exist (its error says so).  An env named by a file must then be confirmed (core/trust.py)."""
+    if not isinstance(name, str) or name in _LOCAL or name.startswith("dapo-local/"):
+        return False
+    module, _, attr = name.partition(":")
+    tasks = mpe_env_names()
+    module = tasks.get(module, module)  # as env_factory imports it
+    if module in tasks.values() and attr in ("", "parallel_env"):
+        return False
+    try:
+        return importlib.util.find_spec(module.split(".")[0]) is not None  # a top-level spec runs no code
+    except (ImportError, ValueError):
+        return True
 
 
 def check_env_name(name: str) -> None:

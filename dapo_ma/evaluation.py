@@ -28,9 +28,9 @@ def evaluate(cfg: MAConfig, actor: torch.nn.Module, episodes: int, seed: int, de
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: Optional[bool] = None) -> list[float]:
+                 deterministic: Optional[bool] = None, trust_env: bool = False) -> list[float]:
     """Load ``run_dir``'s config and checkpoint and evaluate its actor."""
     from dapo_ma.api import load
 
-    agent = load(run_dir, device)
+    agent = load(run_dir, device, trust_env=trust_env)
     return evaluate(agent.config, agent.actor, episodes, seed, agent.device, deterministic is not False)

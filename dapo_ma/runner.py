@@ -13,15 +13,16 @@ from typing import Optional
 import numpy as np
 
 from core.checkpoint import write_json
-from core.cli_config import load_run_config as read_run_config
+from core.cli_config import load_run_config as read_run_config, required_fields
 from core.config import RunInterrupted
-from core.evaluation import mean_std
+from core.evaluation import mean_std, number
 from core.logging import MetricLogger, Progress, read_metrics
 from core.loop import rounded_budget
 from core.plotting import plot_learning_curve
 from core.runner import budget_line, start_run, train_interruptibly
 from dapo_ma import maddpg, ppo
 from dapo_ma.config import MAConfig
+from dapo_ma.envs import imports_code
 from dapo_ma.evaluation import evaluate
 from dapo_ma.loop import MATrainerBase
 
@@ -37,9 +38,11 @@ def make_trainer(cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None
     return ALGORITHMS[cfg.algo][0](cfg, run_dir, checkpoint)
 
 
-def load_run_config(run_dir: Path) -> MAConfig:
-    """The resolved config saved in ``run_dir/config.yaml`` (env kwargs of older runs were a string)."""
-    return read_run_config(run_dir, MAConfig)
+def load_run_config(run_dir: Path, trust_env: bool = False) -> MAConfig:
+    """The resolved config saved in ``run_dir/config.yaml`` (env kwargs of older runs were a string); an env that would
+    import code named by the file is refused unless ``trust_env`` (core/trust.py)."""
+    return read_run_config(run_dir, MAConfig, required=required_fields(MAConfig, ("run_dir", "clip_eps_high", "window")),
+                           imports_code=imports_code, trust_env=trust_env)
 
 
 def final_return(metrics_csv: Path, updates: int = FINAL_UPDATES) -> float:
@@ -51,22 +54,22 @@ def final_return(metrics_csv: Path, updates: int = FINAL_UPDATES) -> float:
 
 def summary_line(s: dict) -> str:
     return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
-            f"final_return_mean {s['final_return_mean']:.2f} (per agent); eval {s['eval_return_mean']:.2f} "
-            f"+- {s['eval_return_std']:.2f} (sample std); health events {s['health_events']}; outputs in {s['run_dir']}")
+            f"final_return_mean {number(s['final_return_mean'], '.2f')} (per agent); eval "
+            f"{number(s['eval_return_mean'], '.2f')} +- {number(s['eval_return_std'], '.2f')} (sample std); health "
+            f"events {s['health_events']}; outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
     """Train (or continue) a resolved run and write config.yaml, metrics.csv, tb/, checkpoint.pt, summary.json and
     learning_curve.png into its directory.  Returns the summary."""
-    cfg, run_dir, checkpoint, lock = start_run(cfg, resume)
+    cfg, run_dir, trainer, lock = start_run(cfg, resume, make_trainer)
     try:
-        return _train_and_report(cfg, run_dir, checkpoint, resume)
+        return _train_and_report(cfg, run_dir, trainer, resume)
     finally:
         lock.release()
 
 
-def _train_and_report(cfg: MAConfig, run_dir: Path, checkpoint, resume: bool) -> dict:
-    trainer = make_trainer(cfg, run_dir, checkpoint)
+def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resume: bool) -> dict:
     print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,

@@ -85,19 +85,54 @@ def test_resume_from_python(tmp_path):
 def test_a_users_env_by_name(tmp_path, user_envs, env):
     r = core.train(env=env, env_kwargs={"size": 4}, algo="ppo", run_dir=str(tmp_path / "r"), **TINY)
     assert r.config.env == env and r.config.env_kwargs == {"size": 4}
-    agent = core.load(r.run_dir)
+    with pytest.raises(ConfigError, match="would import and run code named by that file; .*--trust-env"):
+        core.load(r.run_dir)  # the env is named by config.yaml: reopening it needs the user's word
+    agent = core.load(r.run_dir, trust_env=True)
     assert agent.make_env().unwrapped.size == 4 and len(agent.evaluate(episodes=2).returns) == 2
 
 
 def test_a_users_env_class_or_factory_as_a_python_object(tmp_path, user_envs):
     r = core.train(env=user_envs.ReachEnv, env_kwargs={"size": 6}, algo="ppo", run_dir=str(tmp_path / "cls"), **TINY)
     assert r.config.env == "mymod:ReachEnv"  # recorded so that eval and resume can make it again
-    assert core.load(r.run_dir).make_env().unwrapped.size == 6
+    assert core.load(r.run_dir, trust_env=True).make_env().unwrapped.size == 6
+    assert core.load(r.run_dir, env=user_envs.ReachEnv).make_env().unwrapped.size == 6  # given again: confirmed
     local = core.train(env=lambda size=5: user_envs.ReachEnv(size), algo="ppo", run_dir=str(tmp_path / "lambda"),
                        **TINY)
     assert local.config.env.startswith("dapo-local/")
     agent = core.load(local.run_dir, env=lambda size=5: user_envs.ReachEnv(size))  # a lambda must be passed again
     assert len(agent.evaluate(episodes=1).returns) == 1
+
+
+def test_a_run_on_a_lambda_resumes_with_the_env_passed_again(tmp_path, user_envs):
+    local = core.train(env=lambda: user_envs.ReachEnv(size=4), algo="ppo", run_dir=str(tmp_path / "r"), **TINY)
+    more = core.train(resume=local.run_dir, total_steps=4096, env=lambda: user_envs.ReachEnv(size=4), progress=False)
+    assert more.summary["total_steps"] == 4096 and more.config.env.startswith("dapo-local/")
+    with pytest.raises(ConfigError, match=r"was a Python callable .*core.train\(resume=run_dir, env=make_env\)"):
+        core.train(resume=local.run_dir, env="CartPole-v1")  # not a callable: the hint says how
+    from core.envs import resolve_env_id
+    with pytest.raises(ConfigError, match=r"core.train\(resume=run_dir, env=make_env\)"):
+        resolve_env_id("dapo-local/make_env-1234")  # another process: the saved id names nothing
+
+
+def test_a_yaml_config_resolves_like_dapo_run_config(tmp_path, monkeypatch):
+    """core.train(config=FILE) and dapo run --config FILE resolve the same config; the file's env picks the presets
+    (Pendulum: the continuous family's) and its env kwargs are checked before anything is made."""
+    import core.runner
+    from core.cli import main
+
+    seen = []
+    monkeypatch.setattr(core.runner, "run_experiment", lambda cfg, resume=False: seen.append(cfg) or {"run_dir": "-"})
+    monkeypatch.setattr(core.runner, "summary_line", lambda summary: "")
+    path = tmp_path / "pend.yaml"
+    path.write_text("env: Pendulum-v1\nenv_kwargs: {g: 9.0}\n")
+    assert main(["run", "--config", str(path)]) == 0
+    core.train(config=str(path))
+    cli, python = seen
+    assert cli == python and cli.env == "Pendulum-v1" and cli.env_kwargs == {"g": 9.0}
+    assert cli.norm_obs and cli.num_steps == 2048  # the continuous family's presets, not CartPole's
+    path.write_text("env: CartPole-v1\nenv_kwargs: 'size=5'\n")
+    with pytest.raises(ConfigError, match="cannot create env 'CartPole-v1'"):
+        core.train(config=str(path))
 
 
 def _dapo(*args, env_path=True, check=True):
@@ -119,8 +154,10 @@ def test_a_users_env_from_the_cli_then_eval_and_resume(tmp_path):
           "--no-progress", "--no-tensorboard")
     saved = (run / "config.yaml").read_text()
     assert "env: mymod:Reach-v0" in saved and "size: 5" in saved
-    assert "eval_return_mean" in _dapo("eval", str(run), "--episodes", "3").stdout
-    _dapo("run", "--resume", str(run), "--total-steps", "12000", "--no-progress")
+    untrusted = _dapo("eval", str(run), check=False)
+    assert untrusted.returncode == 2 and "--trust-env" in untrusted.stderr
+    assert "eval_return_mean" in _dapo("eval", str(run), "--episodes", "3", "--trust-env").stdout
+    _dapo("run", "--resume", str(run), "--total-steps", "12000", "--no-progress", "--trust-env")
     assert json.loads((run / "summary.json").read_text())["total_steps"] >= 12000
     missing = _dapo("eval", str(run), env_path=False, check=False)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

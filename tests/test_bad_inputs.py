@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from core.cli import main
 
@@ -33,13 +34,55 @@ def fixtures(tmp_path_factory):
     corrupt = root / "corrupt"
     shutil.copytree(run, corrupt)
     (corrupt / "checkpoint.pt").write_bytes(b"\x00\x01 not a checkpoint")
+    _corrupt_copies(root, run)
     (root / "binary.yaml").write_bytes(bytes(range(256)))
+    (root / "kwargs.yaml").write_text("env_kwargs: 'size=5'\n")  # CartPole takes no size: refused before any file
     (root / "latin1.yaml").write_bytes("lr: 0.001 # caf\xe9\n".encode("latin-1"))
     (root / "unknown.yaml").write_text("num_epochz: 3\n")
     (root / "missing_base.yaml").write_text("base: nope.yaml\n")  # read next to the file, not in the cwd
     (root / "no_checkpoint").mkdir()
     (root / "readonly").mkdir(mode=0o555)
     return root
+
+
+# a finished run's checkpoint, each edited in one place (a resume must refuse it in one line and change nothing)
+CHECKPOINT_EDITS = {
+    "resized": lambda s: s["actor"].update({"net.0.weight": torch.zeros(3, 3)}),
+    "elapsed": lambda s: s.update(elapsed="x"), "sampler": lambda s: s.update(sampler={"junk": 1}),
+    "optimizer": lambda s: s.update(optimizer={}), "step_text": lambda s: s.update(global_step="x"),
+    "step_negative": lambda s: s.update(global_step=-5),
+}
+# checkpoint data decode() cannot turn into arrays or records (written raw, as a hostile or damaged file would be)
+RAW_CHECKPOINTS = {
+    "record_keyword": {"__namedtuple__": "class", "fields": ["a"], "values": [1]},
+    "array_short": {"__ndarray__": b"\x00" * 3, "dtype": "<f4", "shape": [2]},
+    "array_object": {"__ndarray__": b"\x00" * 8, "dtype": [["a", "O"]], "shape": [1]},
+    "array_dtype_o": {"__ndarray__": b"\x00" * 8, "dtype": "|O", "shape": [1]},
+}
+CONFIG_DELETIONS = ("lr", "gamma", "dynamic_sampling")
+
+
+def _corrupt_copies(root: Path, run: Path) -> None:
+    import yaml
+
+    from core.checkpoint import load_checkpoint, save_checkpoint
+    for name, edit in CHECKPOINT_EDITS.items():
+        shutil.copytree(run, root / name)
+        edited = load_checkpoint(run / "checkpoint.pt")
+        del edited["version"]
+        edit(edited)
+        save_checkpoint(root / name / "checkpoint.pt", edited)
+    for name, payload in RAW_CHECKPOINTS.items():
+        shutil.copytree(run, root / name)
+        torch.save({"version": 2, "global_step": 512, "actor": payload}, root / name / "checkpoint.pt")
+    for field in CONFIG_DELETIONS:
+        shutil.copytree(run, root / f"no_{field}")
+        saved = yaml.safe_load((run / "config.yaml").read_text())
+        del saved[field]
+        (root / f"no_{field}" / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    (root / "dead_end").mkdir()  # a start stopped before its first checkpoint
+    shutil.copy(run / "config.yaml", root / "dead_end")
+    (root / "dead_end" / ".lock").touch()
 
 
 R = "{root}"  # replaced by the fixtures folder
@@ -98,6 +141,17 @@ CASES = [
     (["run", "--resume", f"{R}/lacking", "--total-steps", "1024"], "lacks 'optimizer'"),
     (["run", "--resume", f"{R}/corrupt", "--total-steps", "1024"], "unreadable or corrupt"),
     (["run", "--run-dir", f"{R}/run"], "already holds a run"),
+    (["run", "--run-dir", R], "holds other files (a_file, array_dtype_o, array_object, ...); choose an empty or new"),
+    (["run", "--run-dir", ""], "--run-dir is empty"),
+    (["run", "--resume", f"{R}/dead_end"], "has no checkpoint to resume; start it without --resume"),
+    (["run", "--config", f"{R}/kwargs.yaml"], "cannot create env 'CartPole-v1'"),
+    (["run", "--env-kwargs", "wrappers=1"], "--env-kwargs wrappers is an argument of gymnasium.make"),
+    *[(["run", "--resume", f"{R}/{name}", "--total-steps", "1024"], "restore it from a backup")
+      for name in CHECKPOINT_EDITS],
+    *[(["run", "--resume", f"{R}/{name}", "--total-steps", "1024"], "; refused") for name in RAW_CHECKPOINTS],
+    *[(["eval", f"{R}/{name}"], "; refused") for name in RAW_CHECKPOINTS],
+    *[(["run", "--resume", f"{R}/no_{field}"], f"config.yaml lacks '{field}'") for field in CONFIG_DELETIONS],
+    *[(["eval", f"{R}/no_{field}"], f"config.yaml lacks '{field}'") for field in CONFIG_DELETIONS],
     # --- dapo recipes
     (["recipes", "nope"], "unknown recipe 'nope'; shipped recipes: atari"),
     # --- dapo eval

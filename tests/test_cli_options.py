@@ -232,7 +232,7 @@ def test_the_commands_own_flags_start_uppercase_and_the_usage_names_ext(capsys):
     run = next(a for a in parser._actions if a.dest == "command").choices["run"]
     fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(TrainConfig)}
     own = [a for a in run._actions if a.option_strings and a.option_strings[0] not in fields | {"-h"}]
-    assert {a.option_strings[0] for a in own} == {"--config", "--resume", "--ext"}
+    assert {a.option_strings[0] for a in own} == {"--config", "--resume", "--ext", "--trust-env"}
     assert all(a.help[0].isupper() for a in own) and run._option_string_actions["--recipe"].help[0].isupper()
     assert "[--ext NAME [K=V ...]]" in run.format_usage()
     mappo = next(a for a in _run_parser("mappo")._actions if a.dest == "command").choices["run"]

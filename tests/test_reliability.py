@@ -148,7 +148,7 @@ def test_a_second_writer_is_refused_and_the_first_finishes_intact(tmp_path):
         time.sleep(0.05)
     assert (run / "checkpoint.pt").exists(), "the first writer never checkpointed"
     config_before = (run / "config.yaml").read_bytes()
-    _one_line(_dapo("run", "--run-dir", run, "--seed", "7"), expect="already holds a run")
+    _one_line(_dapo("run", "--run-dir", run, "--seed", "7"), expect="being written by another process")
     _one_line(_dapo("run", "--resume", run, "--total-steps", "200000"), expect="being written by another process")
     assert (run / "config.yaml").read_bytes() == config_before
     _, err = first.communicate(timeout=600)
@@ -237,3 +237,131 @@ def test_orphan_temporary_files_are_removed_when_a_run_starts(tiny_run, tmp_path
     (run / ".checkpoint.pt.abc123.tmp").write_bytes(b"half a checkpoint")
     _dapo("run", "--resume", run, "--total-steps", "640", "--no-progress", check=True)
     assert not list(run.glob(".*.tmp"))
+
+
+TINY = ["--algo", "ppo", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--eval-episodes", "1",
+        "--no-progress", "--no-tensorboard"]
+
+
+def _main_one_line(capsys, argv, expect, code=2):
+    from core.cli import main
+
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and expect in err, err
+    return err
+
+
+def test_a_start_stopped_before_its_first_checkpoint_can_be_started_again(tiny_run, tmp_path, capsys):
+    """Ctrl-C or SIGKILL before the first checkpoint leaves config.yaml and the lock: no run to resume, and a fresh
+    start reuses the directory, saying so in one line."""
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    shutil.copy(tiny_run / "config.yaml", dead)
+    (dead / ".lock").touch()
+    _main_one_line(capsys, ["run", "--resume", dead], "has no checkpoint to resume; start it without --resume")
+    _main_one_line(capsys, ["run", "--run-dir", dead, "--total-steps", "128", *TINY], "held a start that never "
+                   "checkpointed; starting afresh there (its config.yaml is replaced)", code=0)
+    assert (dead / "checkpoint.pt").exists() and "total_steps: 128" in (dead / "config.yaml").read_text()
+
+
+def test_a_start_that_fails_after_taking_the_lock_leaves_nothing(tmp_path, monkeypatch, capsys):
+    import core.runner
+    from core.config import ConfigError
+
+    def failing(cfg, run_dir):
+        raise ConfigError("the trainer refused")
+    monkeypatch.setattr(core.runner, "Trainer", failing)
+    _main_one_line(capsys, ["run", "--run-dir", tmp_path / "new" / "run", *TINY], "the trainer refused")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "empty").mkdir()
+    _main_one_line(capsys, ["run", "--run-dir", tmp_path / "empty", *TINY], "the trainer refused")
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_resume_without_total_steps_accepts_a_budget_rounded_up_to_whole_iterations(tmp_path, capsys):
+    from core.cli import main
+
+    run = tmp_path / "run"
+    assert main(["run", "--run-dir", str(run), "--total-steps", "200", *TINY]) == 0  # 2 iterations of 128: 256
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 0
+    assert "total_steps: 200" in (run / "config.yaml").read_text()
+    _main_one_line(capsys, ["run", "--resume", run, "--total-steps", "100"], "--total-steps 100 is below the 256 "
+                   "steps this run has done; give at least 256")
+
+
+BYTES = b"\x00" * 8
+MALFORMED = {  # what decode() is given in place of an encoded array or record
+    "record named by a keyword": {"__namedtuple__": "class", "fields": ["a"], "values": [1]},
+    "record with a repeated field": {"__namedtuple__": "R", "fields": ["a", "a"], "values": [1, 2]},
+    "record with extra values": {"__namedtuple__": "R", "fields": ["a"], "values": [1, 2]},
+    "bytes short of the shape": {"__ndarray__": b"\x00" * 3, "dtype": "<f4", "shape": [2]},
+    "unparsable dtype": {"__ndarray__": BYTES, "dtype": [["a", "O"]], "shape": [1]},
+    "structured object dtype": {"__ndarray__": BYTES, "dtype": [("a", "O")], "shape": [1]},
+    "object dtype": {"__ndarray__": BYTES, "dtype": "|O", "shape": [1]},
+    "unknown dtype": {"__ndarray__": BYTES, "dtype": "nonsense", "shape": [1]},
+    "negative shape": {"__ndarray__": BYTES, "dtype": "<f8", "shape": [-1]},
+    "text for bytes": {"__ndarray__": "text", "dtype": "<f8", "shape": [1]},
+    "no shape": {"__ndarray__": BYTES, "dtype": "<f8"},
+}
+
+
+@pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_checkpoint_data_is_refused_in_one_line(tmp_path, payload):
+    from core.checkpoint import load_checkpoint
+    from core.config import ConfigError
+    torch.save({"version": 2, "global_step": 1, "actor": payload}, tmp_path / "c.pt")
+    with pytest.raises(ConfigError, match=f"checkpoint {tmp_path / 'c.pt'} .*(refused|corrupt)") as e:
+        load_checkpoint(tmp_path / "c.pt")
+    assert "\n" not in str(e.value)
+
+
+def test_summaries_are_standard_json_and_say_n_a_for_undefined_numbers(tiny_run, tmp_path):
+    """One eval episode has no sample std: summary.json holds null (not NaN), the summary lines print n/a."""
+    import json
+
+    from core.checkpoint import write_json
+    from core.runner import summary_line
+    from dapo_dt.runner import summary_line as dt_line
+    from dapo_ma.runner import summary_line as ma_line
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
+    assert strict((tiny_run / "summary.json").read_text())["eval_return_std"] is None
+    nan = float("nan")
+    write_json(tmp_path / "s.json", {"a": nan, "b": [1.0, float("inf")], "c": {"d": -float("inf")}})
+    assert strict((tmp_path / "s.json").read_text()) == {"a": None, "b": [1.0, None], "c": {"d": None}}
+    common = {"algo": "ppo", "env": "CartPole-v1", "total_steps": 1, "wall_time_s": 1.0, "sps": 1.0,
+              "final_return_mean": nan, "eval_return_mean": 2.0, "eval_return_std": nan, "health_events": {},
+              "run_dir": "r", "dataset": "d", "dataset_steps": 1, "grad_steps": 1, "online_env_steps": 0,
+              "human_normalised": nan}
+    for line in (summary_line(common), ma_line(common), dt_line(common)):
+        assert "nan" not in line and "+- n/a" in line, line
+
+
+def test_a_run_dir_that_holds_other_files_is_refused(tmp_path, monkeypatch, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    for run_dir in (".", str(tmp_path), "/"):
+        _main_one_line(capsys, ["run", "--run-dir", run_dir, *TINY], "" if run_dir == "/" else "holds other files "
+                       "(notes.txt); choose an empty or new directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_live_run_is_reported_as_being_written_not_as_finished(tiny_run, tmp_path, capsys):
+    """A second writer is told another process writes there, before anything about the run's files."""
+    import fcntl
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = _digest(run)
+    with open(run / ".lock", "r+") as held:  # as the live writer holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.truncate(0)
+        held.write("4242")
+        held.flush()
+        for argv in (["run", "--run-dir", run, *TINY], ["run", "--resume", run, "--total-steps", "1024"],
+                     ["run", "--resume", run, "--total-steps", "1"]):
+            _main_one_line(capsys, argv, f"{run} is being written by another process (pid 4242)")
+    assert _digest(run) == {**before, ".lock": _digest(run)[".lock"]}

@@ -135,3 +135,16 @@ def layered(explicit: dict[str, Any], cls: type, algos, shipped, dirs: Iterable[
     values = merge([*(load(name, cls, dirs) for name in shipped(algo)), *user_values,
                     {k: v for k, v in explicit.items() if k != "recipe"}, {"algo": algo}])
     return values, algo, user
+
+
+def user_layer(explicit: dict[str, Any], cls: type, dirs: Iterable[Path] = (HERE,)) -> tuple[dict[str, Any], Optional[str]]:
+    """The user's recipes merged in order with the explicit options on top: what names the env (and its kwargs) before
+    the env family's recipes can be chosen.  Also the recipe file that set ``env`` (None when the env was given
+    explicitly, unset, or set by a shipped recipe), whose env must be confirmed when it imports code (core/trust.py)."""
+    user = tuple(explicit.get("recipe", ()))
+    values = [load(name, cls, dirs) for name in user]
+    source = None
+    if "env" not in explicit:
+        source = next((name for name, v in zip(reversed(user), reversed(values)) if "env" in v), None)
+        source = source if source is not None and is_path(source) else None
+    return merge([*values, {k: v for k, v in explicit.items() if k != "recipe"}]), source
