@@ -136,6 +136,10 @@ class MADDPGTrainer(MATrainerBase):
         self.clips = AgentClips(A, cfg.clip_eps, cfg.clip_eps_high, True, True, cfg.eps_v_start, cfg.eps_v_end,
                                 cfg.eps_v_schedule, True)
         self.clipping = bool(cfg.per_agent_clips)
+        # the clips' anchor: the Polyak targets, or a snapshot taken at the start of each iteration
+        self.anchor_actor, self.anchor_critic = ((copy.deepcopy(self.actor), copy.deepcopy(self.critic))
+                                                 if cfg.clip_anchor == "iteration" else
+                                                 (self.target_actor, self.target_critic))
         self.health = AgentHealth(A, bool(cfg.health_monitors), cfg.collapse_window, cfg.collapse_drop,
                                   cfg.collapse_min_gain, cfg.divergence_window, cfg.divergence_factor)
         self.generator = torch.Generator(device=dev)
@@ -167,6 +171,9 @@ class MADDPGTrainer(MATrainerBase):
         t0, episodes, sums, n_updates = time.perf_counter(), [], {}, 0
         if self.prioritized and self.replay.size:
             self.replay.sampler.temperature.on_rollout(self.replay.sampler.window().advantages)  # ema / learnable
+        if self.clipping and c.clip_anchor == "iteration":
+            self.anchor_actor.load_state_dict(self.actor.state_dict())
+            self.anchor_critic.load_state_dict(self.critic.state_dict())
         for _ in range(c.num_steps):
             obs = torch.as_tensor(self.envs.obs, device=self.device)
             with torch.no_grad():
@@ -212,6 +219,7 @@ class MADDPGTrainer(MATrainerBase):
             self.record(name, detail)
             if name == "policy_collapse":
                 self.target_actor.load_state_dict(self.actor.state_dict())
+                self.anchor_actor.load_state_dict(self.actor.state_dict())
 
     def critic_loss(self, batch: JointTransitions, ranges: Optional[ClipRanges] = None,
                     weights: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, dict]:
@@ -229,7 +237,7 @@ class MADDPGTrainer(MATrainerBase):
             per = (q - y).pow(2)
         else:
             with torch.no_grad():
-                anchor = self.target_critic(batch.obs, joint_actions(batch.actions), ids)
+                anchor = self.anchor_critic(batch.obs, joint_actions(batch.actions), ids)
             per, diag["critic_clip_fraction"] = dm.clipped_q(q, anchor, y, ranges.eps_v)
         loss = per.mean() if weights is None else (per * weights[:, None]).mean()
         diag["value_error"] = (q - y).detach().pow(2).mean(0)
@@ -255,13 +263,13 @@ class MADDPGTrainer(MATrainerBase):
         if a.discrete:
             raw, logits = dm.masked_logits(a, obs, ids)
             with torch.no_grad():
-                _, anchor = dm.masked_logits(self.target_actor, obs, ids)
+                _, anchor = dm.masked_logits(self.anchor_actor, obs, ids)
             action, frac = dm.clipped_gumbel(logits, anchor, a.tau_g, ranges.eps_low, ranges.eps_high)
             return action, raw, frac
         raw = a.net(obs, ids)
         low, high = a.low[ids], a.high[ids]
         with torch.no_grad():
-            anchor = low + (high - low) * (torch.tanh(self.target_actor.net(obs, ids)) + 1) / 2
+            anchor = low + (high - low) * (torch.tanh(self.anchor_actor.net(obs, ids)) + 1) / 2
         mu, frac = dm.clipped_box(low + (high - low) * (torch.tanh(raw) + 1) / 2, anchor, a.high - a.low,
                                   ranges.eps_low, ranges.eps_high)
         action = torch.minimum(torch.maximum(mu + a.noise * (high - low) * torch.randn_like(mu), low), high)

@@ -123,6 +123,29 @@ def test_dapo_maddpg_resumes_exactly(tmp_path):
     assert torch.equal(full.replay.sampler.window().advantages, resumed.replay.sampler.window().advantages)
 
 
+def test_an_iteration_anchor_starts_each_iteration_unclipped_and_resumes_exactly(tmp_path):
+    """With clip_anchor iteration the clips are anchored on a snapshot taken at the start of each iteration: right
+    after it, the live networks sit on their anchor (nothing clipped), and a resumed run equals an uninterrupted one."""
+    t = _trainer(tmp_path, "i", algo="dapo-maddpg", clip_anchor="iteration", dynamic_sampling=False)
+    _train(t, iterations=10)
+    t.anchor_actor.load_state_dict(t.actor.state_dict())
+    t.anchor_critic.load_state_dict(t.critic.state_dict())
+    batch = t.replay.sample(32, t.generator)
+    ranges = t.clips.ranges(0.5, torch.device("cpu"))
+    _, _, _, diag = t.critic_loss(batch, ranges)
+    assert diag["critic_clip_fraction"].tolist() == [0.0, 0.0]
+    target = _trainer(tmp_path, "t", algo="dapo-maddpg", dynamic_sampling=False)
+    assert target.anchor_critic is target.target_critic and t.anchor_critic is not t.target_critic
+    full = _trainer(tmp_path, "full", algo="dapo-maddpg", clip_anchor="iteration", total_steps=1200)
+    full.train(MetricLogger(tmp_path / "full", tensorboard=False))
+    first = _trainer(tmp_path, "split", algo="dapo-maddpg", clip_anchor="iteration", total_steps=1200)
+    first.train(MetricLogger(tmp_path / "split", tensorboard=False), max_iterations=5)
+    from core.checkpoint import load_checkpoint
+    resumed = MADDPGTrainer(first.cfg, tmp_path / "split", load_checkpoint(tmp_path / "split" / "checkpoint.pt"))
+    resumed.train(MetricLogger(tmp_path / "split", resume_step=resumed.global_step, tensorboard=False))
+    assert all(torch.equal(a, b) for a, b in zip(_params(full), _params(resumed)))
+
+
 @pytest.mark.parametrize("flag", [dict(dynamic_sampling=True), dict(per_agent_clips=True), dict(clip_eps=0.1),
                                   dict(temperature_mode="ema"), dict(health_monitors=True)])
 def test_plain_maddpg_refuses_dapo_options(flag):
