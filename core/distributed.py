@@ -14,6 +14,12 @@ from typing import Iterable, Sequence
 
 import torch
 import torch.distributed as dist
+# Imported before any process group exists, on purpose: this module gives ten functions the default argument
+# ``group=group.WORLD``, evaluated at import.  Imported later (torch.optim imports it through torch._dynamo when
+# the Trainer builds its optimiser), those defaults hold the live group, destroy_process_group cannot free it,
+# and its gloo threads and sockets survive into interpreter shutdown, where a rank exiting beside a peer that
+# still holds the connections aborts ("terminate called without an active exception"; issue 46).
+import torch.distributed.nn.functional  # noqa: F401
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 
@@ -85,10 +91,11 @@ class Distributed:
         return dict(zip(keys, (t / self.world_size).tolist()))
 
     def close(self, finished: bool = True) -> None:
-        """Leave the process group.  After a normal finish every rank first meets the others at a barrier,
-        so none tears down its connections while a peer may still be completing the last collective (one
-        CI run had rank 1 abort in gloo right after training).  After an error a peer may be stuck in a
-        collective that will never complete, so the barrier is skipped."""
+        """Leave the process group, which frees it and stops its gloo threads (see the import of
+        ``torch.distributed.nn.functional`` above).  After a normal finish every rank first meets the others at
+        a barrier, so none tears down its connections while a peer may still be completing the last
+        collective.  After an error a peer may be stuck in a collective that will never complete, so the
+        barrier is skipped."""
         if self.enabled and dist.is_initialized():
             if finished:
                 dist.barrier()

@@ -20,3 +20,10 @@ torch.save({"params": [p.detach() for p in list(trainer.actor.parameters()) + li
             "first_obs": first_obs, "global_step": trainer.global_step, "returns": list(trainer.recent_returns)},
            out / f"rank{trainer.dist.rank}.pt")
 trainer.dist.close()
+# Leaving the group must free it: gloo threads that outlive close() run into interpreter shutdown, where one
+# CI run aborted ("terminate called without an active exception", issue 46).  Linux names its threads in /proc.
+tasks = Path("/proc/self/task")
+if tasks.is_dir():
+    gloo = [n for n in ((t / "comm").read_text().strip() for t in tasks.iterdir()) if "gloo" in n]
+    if gloo:
+        sys.exit(f"rank {trainer.dist.rank}: gloo threads alive after close(): {gloo}")

@@ -1,4 +1,5 @@
-"""Data-parallel training with 2 CPU processes (gloo) under torchrun."""
+"""Data-parallel training with 2 CPU processes (gloo) under torchrun.  The worker also checks that leaving the
+process group stopped its gloo threads (the cause of one CI abort, issue 46)."""
 import json
 import os
 import subprocess
