@@ -99,7 +99,8 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
                         description="Roll out a saved run's policy (with its saved observation normaliser) and print "
                                     "the mean and sample std of the returns.")
     ev.add_argument("run_dir", type=Path, help="run directory written by 'dapo run'")
-    ev.add_argument("--episodes", type=int, default=10, help="episodes to run [10]")
+    ev.add_argument("--episodes", type=int, default=None,
+                    help="episodes to run [10; grpo-lm/dapo-lm: held-out problems, the run's --eval-problems]")
     ev.add_argument("--seed", type=int, default=12345, help="env seed [12345]")
     ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
@@ -156,13 +157,18 @@ def _run(args, family: Family) -> int:
 def _eval(args, family: Family) -> int:
     from core.evaluation import mean_std
 
-    if not 1 <= args.episodes <= 100_000:
+    if args.episodes is not None and not 1 <= args.episodes <= 100_000:
         raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
+    if args.episodes is None and family.eval_line is None:
+        args.episodes = 10  # a family with its own eval line picks its own default
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
     returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic)
+    if family.eval_line is not None:
+        print(family.get("eval_line")(returns))
+        return 0
     mean, std = mean_std(returns)
     print(f"eval_return_mean {mean:.2f} eval_return_std {std:.2f} (sample std) over {len(returns)} episodes")
     return 0

@@ -59,6 +59,9 @@ class Family:
     """An example --algo for this family's --help."""
     env_reference: str = "core.envs:env_reference"
     """'module:function': (a Python callable making an env) -> the env string recorded in config.yaml."""
+    eval_line: Optional[str] = None
+    """'module:function': (the values evaluate returned) -> the line 'dapo eval' prints (default: their mean and std
+    as episode returns).  Such a family's evaluate gets ``episodes=None`` when --episodes is not given."""
 
     def get(self, what: str) -> Callable:
         return load_ref(getattr(self, what))
