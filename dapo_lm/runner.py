@@ -79,12 +79,15 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, checkpoint, resume: bool) ->
                         xlabel="generated answers", events=trainer.health_events)
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
-    final = trainer.evaluate()
+    last = trainer.evals[-1] if trainer.evals else {}
+    final = last if last.get("step") == trainer.global_step else trainer.evaluate()  # no second pass of the same
     warm = trainer.warm_start_eval
     summary = {
         "task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "recipe": list(cfg.recipe),
         "answers_generated": trainer.global_step, "wall_time_s": round(trainer.elapsed, 2),
-        "answers_per_s": round(trainer.global_step / max(trainer.elapsed, 1e-9), 2),
+        "rl_time_s": round(trainer.rl_seconds, 2), "answers_per_s": round(trainer.global_step / max(trainer.rl_seconds, 1e-9), 2),
+        "tokens_generated": trainer.tokens_generated, "optimizer_steps": trainer.optimizer_steps,
+        "tokens_per_s": round(trainer.tokens_generated / max(trainer.rl_seconds, 1e-9), 1),
         "warm_start_accuracy": warm.get("greedy", float("nan")),
         "warm_start_accuracy_sampled": warm.get("sampled", float("nan")),
         "heldout_accuracy": final["greedy"], "heldout_accuracy_sampled": final.get("sampled", float("nan")),

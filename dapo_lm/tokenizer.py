@@ -43,14 +43,18 @@ class CharTokenizer:
                 out.append(self.alphabet[i - len(SPECIALS)])
         return "".join(out)
 
-    def to_transformers(self):
-        """The same ids as a ``transformers.PreTrainedTokenizerFast`` (word-level over single characters)."""
-        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    def to_transformers(self, bos_first: bool = False):
+        """The same ids as a ``transformers.PreTrainedTokenizerFast`` (word-level over single characters); with
+        ``bos_first`` it puts BOS before every text it encodes with special tokens (as prompts start here)."""
+        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
         from transformers import PreTrainedTokenizerFast
 
         vocab = {name: i for i, name in enumerate(SPECIALS)} | self.index
         tok = Tokenizer(models.WordLevel(vocab, unk_token=SPECIALS[0]))
         tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
         tok.decoder = decoders.Fuse()  # characters joined without spaces
+        if bos_first:
+            tok.post_processor = processors.TemplateProcessing(single=f"{SPECIALS[1]} $A",
+                                                               special_tokens=[(SPECIALS[1], self.bos_id)])
         return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=SPECIALS[0], bos_token=SPECIALS[1],
                                        eos_token=SPECIALS[2], padding_side="left")

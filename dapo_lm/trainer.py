@@ -52,6 +52,8 @@ class LMTrainer:
         self.health = LMHealth(cfg)
         self.heldout = self.task.heldout_set(cfg.eval_problems)
         self.global_step, self.warm_step, self.iteration, self.elapsed = 0, 0, 0, 0.0
+        self.tokens_generated, self.optimizer_steps = 0, 0  # RL answers' tokens (EOS included); RL AdamW steps
+        self.rl_seconds = 0.0  # time in RL iterations less their held-out evaluations (the throughput's clock)
         self.warm_start_eval: dict = {}
         self.evals: list[dict] = []  # every held-out evaluation: step, elapsed, accuracies
         self.recent: deque[float] = deque(maxlen=10)
@@ -158,12 +160,17 @@ class LMTrainer:
             self.health_counts[name] += 1
             self.health_events.append({"step": self.global_step, "event": name})
         metrics.update({f"health/{k}": v for k, v in self.health_counts.items()})
+        eval_s = 0.0
         if c.eval_every and self.global_step // c.eval_every > (self.global_step - len(made) * c.group_size) // c.eval_every:
+            t2 = time.perf_counter()
             result = self.evaluate()
+            eval_s = time.perf_counter() - t2
             self.evals.append({"step": self.global_step, "elapsed": self.elapsed + time.perf_counter() - t0, **result})
             metrics.update({f"eval/{k}": v for k, v in result.items()})
         dt = time.perf_counter() - t0
         tokens = float(lengths.sum())
+        self.tokens_generated += int(tokens)
+        self.rl_seconds += dt - eval_s
         metrics.update({"time/sps": len(made) * c.group_size / dt, "time/tokens_per_s": tokens / dt,
                         "time/generate_s": gen_s, "time/update_s": upd_s,
                         "time/generate_tokens_per_s": tokens / max(gen_s, 1e-9),
@@ -208,6 +215,7 @@ class LMTrainer:
                 sums["grad"] += float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm))
                 self.optimizer.step()
                 sums["steps"] += 1
+                self.optimizer_steps += 1
         steps, counted_tokens = max(sums["steps"], 1), max(sums["counted"], 1.0)
         return {"train/loss": sums["loss"] / steps, "train/entropy": sums["entropy"] / max(sums["tokens"], 1.0),
                 "train/clip_low": sums["low"] / counted_tokens, "train/clip_high": sums["high"] / counted_tokens,
@@ -222,6 +230,8 @@ class LMTrainer:
     # --- checkpoints ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"global_step": self.global_step, "warm_step": self.warm_step, "iteration": self.iteration,
+                "tokens_generated": self.tokens_generated, "optimizer_steps": self.optimizer_steps,
+                "rl_seconds": self.rl_seconds,
                 "elapsed": self.elapsed, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "rng": rng_state(), "generator": self.gen.get_state(), "np_rng": self.rng.bit_generator.state,
                 "filter": self.filter.state_dict(), "health": self.health.state_dict(),
@@ -231,6 +241,8 @@ class LMTrainer:
     def load_state_dict(self, s: dict) -> None:
         self.global_step, self.warm_step, self.iteration = int(s["global_step"]), int(s["warm_step"]), int(s["iteration"])
         self.elapsed = float(s["elapsed"])
+        self.tokens_generated, self.optimizer_steps = int(s["tokens_generated"]), int(s["optimizer_steps"])
+        self.rl_seconds = float(s["rl_seconds"])
         try:
             self.model.load_state_dict(s["model"])
         except (RuntimeError, KeyError, TypeError) as e:
