@@ -111,3 +111,13 @@ def test_surplus_groups_survive_a_checkpoint(tmp_path):
     g = GroupFilter(target=1, max_rounds=1)
     g.load_state_dict(load_checkpoint(tmp_path / "c.pt")["filter"])
     assert len(g.pending) == 1 and torch.equal(g.pending[0]["rewards"], group["rewards"])
+
+
+def test_family_api_and_routing():
+    import dapo_lm
+    from core.cli import pick_family
+    from core.registry import plugins
+
+    assert {"train", "load"} <= set(dapo_lm.__all__) and all(hasattr(dapo_lm, n) for n in dapo_lm.__all__)
+    assert pick_family(["run", "--algo", "dapo-lm"], plugins()).name == "Sequence generation"
+    assert pick_family(["run", "--algo=grpo-lm"], plugins()).name == "Sequence generation"
