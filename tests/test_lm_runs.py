@@ -121,3 +121,16 @@ def test_family_api_and_routing():
     assert {"train", "load"} <= set(dapo_lm.__all__) and all(hasattr(dapo_lm, n) for n in dapo_lm.__all__)
     assert pick_family(["run", "--algo", "dapo-lm"], plugins()).name == "Sequence generation"
     assert pick_family(["run", "--algo=grpo-lm"], plugins()).name == "Sequence generation"
+
+
+def test_health_monitors_fire_once_per_excursion():
+    from dapo_lm.config import resolve
+    from dapo_lm.health import LMHealth
+
+    h = LMHealth(resolve({}))  # collapse below 0.2x, explosion above 3x the first update's entropy; drift 50%
+    assert h.check(1.0, 30.0, 0.1, 0.0, 0.0) == []
+    assert h.check(0.1, 30.0, 0.1, 0.0, 0.0) == ["entropy_collapse"]
+    assert h.check(0.1, 30.0, 0.1, 0.0, 0.0) == []  # still collapsed: not a new event
+    assert h.check(1.0, 50.0, 0.95, 0.3, 0.0) == ["length_drift", "zero_variance_groups", "clip_low_saturated"]
+    assert h.check(0.15, 30.0, 0.1, 0.0, 0.25) == ["entropy_collapse", "clip_high_saturated"]  # a second excursion
+    assert h.check(3.5, 30.0, 0.1, 0.0, 0.0) == ["entropy_explosion"]
