@@ -96,7 +96,7 @@ class LMConfig:
     """How per-token losses make the batch loss (preset: token-mean dapo-lm, seq-mean-token-mean grpo-lm).
     seq-mean-token-sum-norm is Dr. GRPO's constant normaliser."""
     std_normalise: bool = True
-    """Divide group-relative advantages by the group's reward std (off: Dr. GRPO's advantages)."""
+    """Divide group-relative advantages by the group's reward std (off: the unscaled advantages of Dr GRPO)."""
     filter_truncated: Optional[bool] = None
     """Overlong filtering: truncated answers add no loss (preset: dapo-lm)."""
     soft_overlong_penalty: Optional[bool] = None
