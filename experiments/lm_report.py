@@ -61,11 +61,13 @@ def report(args, wall: float) -> None:
             curve_rows += curves(run_dir, r["algo"], r["seed"])
     if curve_rows:
         write_rows(args.out / "curves.csv", curve_rows)
-    by = {a: sorted((r for r in rows if r["algo"] == a), key=lambda r: r["seed"]) for a in (*RUNGS, "trl-grpo-dapo-loss")}
+    by = {a: sorted((r for r in rows if r["algo"] == a), key=lambda r: r["seed"])
+          for a in (*RUNGS, "trl-grpo-dapo-loss")}
     acc = {a: [r["heldout_accuracy"] for r in rs] for a, rs in by.items()}
     warm_file = args.runs_dir / task / "warm_start" / "warm_start.json"
     warm = json.loads(warm_file.read_text()) if warm_file.exists() else {}
-    lines = [f"# Sequence generation: DAPO's ablation ladder and TRL on `{task}` ({args.answers:,} answers per run)", "",
+    lines = [f"# Sequence generation: DAPO's ablation ladder and TRL on `{task}` ({args.answers:,} answers per run)",
+             "",
              "Held-out accuracy = share of 200 held-out problems answered correctly with greedy decoding (sampled: "
              "mean over 4 answers at temperature 1). Every RL run starts from the same warm start (seed 0, "
              f"{warm.get('steps', '?')} supervised steps: greedy {warm.get('accuracy_greedy', math.nan):.3f}, sampled "
@@ -80,7 +82,8 @@ def report(args, wall: float) -> None:
         if not rs:
             continue
         d_prev = _ci(diff_ci(acc[a], acc[prev])) if prev and len(acc[prev]) > 1 and len(rs) > 1 else "-"
-        d_base = _ci(diff_ci(acc[a], acc["grpo-lm"])) if a != "grpo-lm" and len(acc["grpo-lm"]) > 1 and len(rs) > 1 else "-"
+        d_base = (_ci(diff_ci(acc[a], acc["grpo-lm"])) if a != "grpo-lm" and len(acc["grpo-lm"]) > 1 and len(rs) > 1
+                  else "-")
         lines.append(f"| {NAMES[a]} | {len(rs)} | {', '.join(f'{x:.3f}' for x in acc[a])} | {_ms(acc[a])} | "
                      f"{_ms([r['heldout_accuracy_sampled'] for r in rs])} | {np.mean([r['updates'] for r in rs]):.0f} | "
                      f"{np.mean([r['answers_per_s'] for r in rs]):.1f} | {d_prev} | {d_base} |")
@@ -99,9 +102,11 @@ def report(args, wall: float) -> None:
         for a in ("lm-token-loss", "dapo-lm", "trl-grpo-dapo-loss"):
             rs = by[a]
             if rs:
-                lines.append(f"| {NAMES[a]} | {len(rs)} | {_ms(acc[a])} | {_ms([r['heldout_accuracy_sampled'] for r in rs])} "
-                             f"| {np.mean([r['updates'] for r in rs]):.0f} | {_ms([r['answers_per_s'] for r in rs])} | "
-                             f"{np.mean([r['tokens_per_s'] for r in rs]):.0f} | {np.mean([r['peak_rss_mb'] for r in rs]):.0f} |")
+                sampled = _ms([r["heldout_accuracy_sampled"] for r in rs])
+                lines.append(f"| {NAMES[a]} | {len(rs)} | {_ms(acc[a])} | {sampled} | "
+                             f"{np.mean([r['updates'] for r in rs]):.0f} | {_ms([r['answers_per_s'] for r in rs])} | "
+                             f"{np.mean([r['tokens_per_s'] for r in rs]):.0f} | "
+                             f"{np.mean([r['peak_rss_mb'] for r in rs]):.0f} |")
         for a in ("lm-token-loss", "dapo-lm"):
             if by[a] and len(trl) > 1 and len(by[a]) > 1:
                 speed = np.mean([r["answers_per_s"] for r in by[a]]) / np.mean([r["answers_per_s"] for r in trl])
