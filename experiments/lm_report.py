@@ -110,7 +110,11 @@ def report(args, wall: float) -> None:
         for a in ("lm-token-loss", "dapo-lm"):
             if by[a] and len(trl) > 1 and len(by[a]) > 1:
                 speed = np.mean([r["answers_per_s"] for r in by[a]]) / np.mean([r["answers_per_s"] for r in trl])
-                lines.append(f"\n{NAMES[a]} vs TRL: answers/s ratio {speed:.2f}x; held-out accuracy difference "
+                theirs = {r["seed"]: r["answers_per_s"] for r in trl}
+                paired = [r["answers_per_s"] / theirs[r["seed"]] for r in by[a] if r["seed"] in theirs]
+                lines.append(f"\n{NAMES[a]} vs TRL: answers/s ratio {speed:.2f}x (of the means; per seed, the two runs "
+                             f"back to back: median {np.median(paired):.2f}x, range {min(paired):.2f}-"
+                             f"{max(paired):.2f}x); held-out accuracy difference "
                              f"{_ci(diff_ci(acc[a], acc['trl-grpo-dapo-loss']))}.")
     tp_file = args.out / "throughput.json"
     if tp_file.exists():
