@@ -15,7 +15,9 @@ from experiments.result_rows import merge_rows, read_rows, write_rows
 RUNGS = ("grpo-lm", "lm-overlong-filter", "lm-clip-higher", "lm-soft-penalty", "lm-token-loss", "dapo-lm")
 NAMES = {"grpo-lm": "grpo-lm", "lm-overlong-filter": "+ overlong filtering", "lm-clip-higher": "+ clip-higher",
          "lm-soft-penalty": "+ soft penalty", "lm-token-loss": "+ token-level loss",
-         "dapo-lm": "+ dynamic sampling = dapo-lm", "trl-grpo-dapo-loss": "TRL GRPOTrainer, loss_type=dapo"}
+         "dapo-lm": "+ dynamic sampling = dapo-lm", "trl-grpo-dapo-loss": "TRL GRPOTrainer, loss_type=dapo",
+         "trl-grpo-dapo-loss-maskpos": "TRL, GPT-2 counting positions from the mask"}
+TRLS = ("trl-grpo-dapo-loss", "trl-grpo-dapo-loss-maskpos")
 
 
 def diff_ci(a, b, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
@@ -62,7 +64,7 @@ def report(args, wall: float) -> None:
     if curve_rows:
         write_rows(args.out / "curves.csv", curve_rows)
     by = {a: sorted((r for r in rows if r["algo"] == a), key=lambda r: r["seed"])
-          for a in (*RUNGS, "trl-grpo-dapo-loss")}
+          for a in (*RUNGS, *TRLS)}
     acc = {a: [r["heldout_accuracy"] for r in rs] for a, rs in by.items()}
     warm_file = args.runs_dir / task / "warm_start" / "warm_start.json"
     warm = json.loads(warm_file.read_text()) if warm_file.exists() else {}
@@ -99,7 +101,7 @@ def report(args, wall: float) -> None:
                   "peak RSS of the run's process.", "",
                   "| algo | seeds | held-out greedy mean +- std | sampled | updates | answers/s | tokens/s | "
                   "peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
-        for a in ("lm-token-loss", "dapo-lm", "trl-grpo-dapo-loss"):
+        for a in ("lm-token-loss", "dapo-lm", *TRLS):
             rs = by[a]
             if rs:
                 sampled = _ms([r["heldout_accuracy_sampled"] for r in rs])
@@ -107,15 +109,17 @@ def report(args, wall: float) -> None:
                              f"{np.mean([r['updates'] for r in rs]):.0f} | {_ms([r['answers_per_s'] for r in rs])} | "
                              f"{np.mean([r['tokens_per_s'] for r in rs]):.0f} | "
                              f"{np.mean([r['peak_rss_mb'] for r in rs]):.0f} |")
-        for a in ("lm-token-loss", "dapo-lm"):
+        for a, t in (("lm-token-loss", TRLS[0]), ("dapo-lm", TRLS[0]), ("lm-token-loss", TRLS[1]),
+                     ("dapo-lm", TRLS[1])):
+            trl = by[t]
             if by[a] and len(trl) > 1 and len(by[a]) > 1:
                 speed = np.mean([r["answers_per_s"] for r in by[a]]) / np.mean([r["answers_per_s"] for r in trl])
                 theirs = {r["seed"]: r["answers_per_s"] for r in trl}
                 paired = [r["answers_per_s"] / theirs[r["seed"]] for r in by[a] if r["seed"] in theirs]
-                lines.append(f"\n{NAMES[a]} vs TRL: answers/s ratio {speed:.2f}x (of the means; per seed, the two runs "
+                lines.append(f"\n{NAMES[a]} vs {NAMES[t]}: answers/s ratio {speed:.2f}x (of the means; per seed, the two runs "
                              f"back to back: median {np.median(paired):.2f}x, range {min(paired):.2f}-"
                              f"{max(paired):.2f}x); held-out accuracy difference "
-                             f"{_ci(diff_ci(acc[a], acc['trl-grpo-dapo-loss']))}.")
+                             f"{_ci(diff_ci(acc[a], acc[t]))}.")
     tp_file = args.out / "throughput.json"
     if tp_file.exists():
         tp = json.loads(tp_file.read_text())
@@ -148,7 +152,7 @@ def plot(rows: list[dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 4, figsize=(17, 4), dpi=110)
-    for a in (*RUNGS, "trl-grpo-dapo-loss"):
+    for a in (*RUNGS, *TRLS):
         rs = [r for r in rows if r["algo"] == a]
         if not rs:
             continue

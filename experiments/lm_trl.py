@@ -16,9 +16,30 @@ import time
 from pathlib import Path
 
 
+def count_positions_from_mask(model) -> None:
+    """Make a GPT-2's forward count positions from the attention mask when it is given none (a full, uncached
+    pass), as ``generate`` does: TRL 1.16 computes its loss's log-probabilities without ``position_ids``, so with
+    left-padded prompts and absolute position embeddings they would be those of shifted positions
+    (:func:`position_mismatch`).  A change of the model's forward, not of TRL."""
+    import functools
+
+    inner = model.forward
+
+    @functools.wraps(inner)
+    def forward(*args, **kwargs):
+        ids, mask = kwargs.get("input_ids", args[0] if args else None), kwargs.get("attention_mask")
+        if kwargs.get("position_ids") is None and ids is not None and mask is not None and mask.shape == ids.shape:
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).clamp_min(0)
+        return inner(*args, **kwargs)
+
+    model.forward = forward
+
+
 def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Path, prompts_per_batch: int = 16,
-            group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200) -> dict:
-    """Train with TRL for ``answers`` generated answers (whole batches) and return the results row."""
+            group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200,
+            mask_positions: bool = False) -> dict:
+    """Train with TRL for ``answers`` generated answers (whole batches) and return the results row; with
+    ``mask_positions`` the model counts positions from the attention mask (:func:`count_positions_from_mask`)."""
     import numpy as np
     import torch
     from datasets import Dataset
@@ -60,6 +81,8 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
         use_cpu=True, bf16=False, seed=seed, shuffle_dataset=False, report_to="none", save_strategy="no",
         logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+    if mask_positions:
+        count_positions_from_mask(model)
     trainer = GRPOTrainer(model=model, reward_funcs=[correctness, get_soft_overlong_punishment(limit, buffer)],
                           args=config, train_dataset=data, processing_class=hf_tok)
     t0 = time.perf_counter()
@@ -67,7 +90,8 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
     wall = time.perf_counter() - t0
     final = heldout_accuracy(trainer.model, tok, task, task.heldout_set(eval_problems), limit, torch.device("cpu"),
                              samples=4, seed=seed + 10_000)
-    return {"algo": "trl-grpo-dapo-loss", "task": task_name, "seed": seed, "answers_generated": generated["answers"],
+    label = "trl-grpo-dapo-loss" + ("-maskpos" if mask_positions else "")
+    return {"algo": label, "task": task_name, "seed": seed, "answers_generated": generated["answers"],
             "updates": batches * num_minibatches, "wall_time_s": round(wall, 2),
             "answers_per_s": round(generated["answers"] / wall, 2), "tokens_per_s": round(generated["tokens"] / wall, 1),
             "heldout_accuracy": final["greedy"], "heldout_accuracy_sampled": final["sampled"],
@@ -78,5 +102,41 @@ if __name__ == "__main__":  # one run per process, so that the peak memory is it
     import sys
 
     args = json.loads(sys.argv[1])
-    row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]))
+    row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]),
+                  mask_positions=args.get("mask_positions", False))
     Path(args["row"]).write_text(json.dumps(row))
+
+
+def position_mismatch(model_dir: str, task_name: str, n: int = 128, seed: int = 0) -> dict:
+    """How far a left-padded batch's log-probabilities move when positions count from the padding (a forward pass
+    without ``position_ids``, as TRL 1.16's GRPOTrainer makes for its loss) instead of from the first real token
+    (as ``generate`` and this toolkit count them): per answer token, |log p_arange - log p_mask|, and the share of
+    tokens whose implied ratio leaves [0.8, 1.28]."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dapo_lm.model import answer_logprobs, left_pad, sample
+    from dapo_lm.tasks import TASKS
+    from dapo_lm.tokenizer import CharTokenizer
+
+    torch.manual_seed(seed)
+    tok, task = CharTokenizer(), TASKS[task_name]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
+    rng = np.random.default_rng(seed)
+    ids, mask = left_pad([tok.encode(task.sample(rng).prompt, bos=True) for _ in range(n)], tok.pad_id, "cpu")
+    out = sample(model, ids, mask, task.max_new_tokens, tok.eos_id, tok.pad_id)
+    real = torch.arange(out.tokens.shape[1])[None] < out.lengths[:, None]
+    with torch.no_grad():
+        by_mask, _ = answer_logprobs(model, ids, mask, out.tokens, real)
+        full = torch.cat([ids, out.tokens], 1)
+        logits = model(input_ids=full, attention_mask=torch.cat([mask, real.long()], 1)).logits  # arange positions
+        lp = torch.log_softmax(logits[:, ids.shape[1] - 1:-1].float(), -1)
+        by_arange = lp.gather(-1, out.tokens[..., None]).squeeze(-1)
+    delta = (by_arange - by_mask)[real]
+    padded = (mask == 0).any(1)[:, None].expand_as(real)[real]
+    ratio = delta.exp()
+    return {"tokens": int(real.sum()), "padded_prompt_share": float(padded.float().mean()),
+            "mean_abs_delta_logp": float(delta.abs().mean()),
+            "mean_abs_delta_logp_padded": float(delta[padded].abs().mean()),
+            "ratio_outside_clip_share": float(((ratio < 0.8) | (ratio > 1.28)).float().mean())}

@@ -29,7 +29,8 @@ def test_report_from_rows(tmp_path):
     md = (out / "results.md").read_text()
     assert "| + dynamic sampling = dapo-lm | 3 | 0.610, 0.620, 0.630 | 0.620 +- 0.010 |" in md
     assert "+0.200 [+0.187, +0.213] *" in md  # dapo-lm vs grpo-lm: the seeds' spread of 0.01 either way
-    assert "answers/s ratio 2.00x (of the means; per seed, the two runs back to back: median 2.00x" in md
+    assert ("vs TRL GRPOTrainer, loss_type=dapo: answers/s ratio 2.00x (of the means; per seed, the two runs back "
+            "to back: median 2.00x") in md
     rows = (out / "results.csv").read_text().splitlines()
     assert rows[0].startswith("algo,task,seed,answers_generated") and len(rows) == 10
     with pytest.raises(FileNotFoundError):
