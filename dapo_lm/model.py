@@ -34,8 +34,8 @@ def build_model(vocab_size: int, n_layer: int, n_head: int, n_embd: int, n_posit
         except (OSError, ValueError) as e:
             raise ConfigError(f"--model-dir {model_dir} is not a loadable causal LM ({type(e).__name__})") from e
         if model.config.vocab_size < vocab_size:
-            raise ConfigError(f"--model-dir {model_dir} has a vocabulary of {model.config.vocab_size} tokens, fewer than "
-                              f"the {vocab_size} of the character tokenizer")
+            raise ConfigError(f"--model-dir {model_dir} has a vocabulary of {model.config.vocab_size} tokens, fewer "
+                              f"than the {vocab_size} of the character tokenizer")
         return model
     with torch.random.fork_rng():  # initial weights depend on the seed only, not on what ran before
         torch.manual_seed(seed)

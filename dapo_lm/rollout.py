@@ -40,9 +40,9 @@ def generate_groups(model, tok: CharTokenizer, task: Task, problems: list[Proble
     correct = torch.tensor([not truncated[i] and task.verify(problems[i // g].prompt, tok.decode(tokens[i]))
                             for i in range(len(tokens))])
     rewards = rewards_of(correct, lengths, cfg)
-    groups = [{"prompt": torch.tensor(prompts[k]), "tokens": tokens[k * g:(k + 1) * g], "lengths": lengths[k * g:(k + 1) * g],
-               "truncated": truncated[k * g:(k + 1) * g], "correct": correct[k * g:(k + 1) * g],
-               "rewards": rewards[k * g:(k + 1) * g]} for k in range(len(problems))]
+    rows = [slice(k * g, (k + 1) * g) for k in range(len(problems))]
+    groups = [{"prompt": torch.tensor(prompts[k]), "tokens": tokens[r], "lengths": lengths[r],
+               "truncated": truncated[r], "correct": correct[r], "rewards": rewards[r]} for k, r in enumerate(rows)]
     return groups, rewards.view(len(problems), g)
 
 
@@ -75,7 +75,8 @@ def collate(groups: list[dict], pad_id: int) -> Batch:
 
 @torch.no_grad()
 def answer_hits(model, tok: CharTokenizer, task: Task, problems: list[Problem], max_new_tokens: int, device,
-                k: int = 1, generator: Optional[torch.Generator] = None, batch: int = 256) -> tuple[list[bool], list[int]]:
+                k: int = 1, generator: Optional[torch.Generator] = None,
+                batch: int = 256) -> tuple[list[bool], list[int]]:
     """Whether each of ``k`` answers per problem (greedy when ``generator`` is None, else sampled at temperature 1)
     is verified, problem by problem, and the answers' lengths."""
     model.eval()

@@ -85,7 +85,8 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, checkpoint, resume: bool) ->
     summary = {
         "task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "recipe": list(cfg.recipe),
         "answers_generated": trainer.global_step, "wall_time_s": round(trainer.elapsed, 2),
-        "rl_time_s": round(trainer.rl_seconds, 2), "answers_per_s": round(trainer.global_step / max(trainer.rl_seconds, 1e-9), 2),
+        "rl_time_s": round(trainer.rl_seconds, 2),
+        "answers_per_s": round(trainer.global_step / max(trainer.rl_seconds, 1e-9), 2),
         "tokens_generated": trainer.tokens_generated, "optimizer_steps": trainer.optimizer_steps,
         "tokens_per_s": round(trainer.tokens_generated / max(trainer.rl_seconds, 1e-9), 1),
         "warm_start_accuracy": warm.get("greedy", float("nan")),

@@ -43,7 +43,8 @@ class LMTrainer:
         n_positions = PROMPT_ROOM + cfg.max_new_tokens
         self.model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions, cfg.model_dir,
                                  cfg.seed).to(self.device)
-        have = getattr(self.model.config, "n_positions", None) or getattr(self.model.config, "max_position_embeddings", 0)
+        mc = self.model.config
+        have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", 0)
         if have and have < n_positions:
             raise ConfigError(f"--model-dir's model has {have} positions; this task needs {n_positions}")
         self.rng = np.random.default_rng(cfg.seed)
@@ -161,7 +162,8 @@ class LMTrainer:
             self.health_events.append({"step": self.global_step, "event": name})
         metrics.update({f"health/{k}": v for k, v in self.health_counts.items()})
         eval_s = 0.0
-        if c.eval_every and self.global_step // c.eval_every > (self.global_step - len(made) * c.group_size) // c.eval_every:
+        before = self.global_step - len(made) * c.group_size
+        if c.eval_every and self.global_step // c.eval_every > before // c.eval_every:
             t2 = time.perf_counter()
             result = self.evaluate()
             eval_s = time.perf_counter() - t2
@@ -239,7 +241,8 @@ class LMTrainer:
                 "warm_start_eval": dict(self.warm_start_eval), "evals": list(self.evals), "recent": list(self.recent)}
 
     def load_state_dict(self, s: dict) -> None:
-        self.global_step, self.warm_step, self.iteration = int(s["global_step"]), int(s["warm_step"]), int(s["iteration"])
+        self.global_step, self.warm_step = int(s["global_step"]), int(s["warm_step"])
+        self.iteration = int(s["iteration"])
         self.elapsed = float(s["elapsed"])
         self.tokens_generated, self.optimizer_steps = int(s["tokens_generated"]), int(s["optimizer_steps"])
         self.rl_seconds = float(s["rl_seconds"])
