@@ -95,9 +95,10 @@ def resolve(explicit: dict[str, Any], resume: Optional[Path] = None, family: Opt
         # an env given again confirms it: a different one is refused by resume_config before anything is made
         saved = fam.get("load_config")(Path(resume), trust_env=trust_env or "env" in explicit)
         overrides = {**explicit, "run_dir": str(resume)}
-        if overrides.get("env") == saved.env:
+        saved_env = getattr(saved, "env", None)  # None: a family without envs (sequence generation)
+        if "env" in overrides and overrides["env"] == saved_env:
             del overrides["env"]
-        replaceable = ("env",) if env_callable and str(saved.env).startswith("dapo-local/") else ()
+        replaceable = ("env",) if env_callable and str(saved_env).startswith("dapo-local/") else ()
         return fam, fam.get("complete")(resume_config(type(saved), saved, overrides, replaceable))
     fam = family or family_for(explicit)
     cls = fam.get("config")

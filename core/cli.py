@@ -105,7 +105,8 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
                         description="Roll out a saved run's policy (with its saved observation normaliser) and print "
                                     "the mean and sample std of the returns.")
     ev.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
-    ev.add_argument("--episodes", type=int, default=10, help="Episodes to run [10]")
+    ev.add_argument("--episodes", type=int, default=None,
+                    help="Episodes to run [10; grpo-lm/dapo-lm: held-out problems, the run's --eval-problems]")
     ev.add_argument("--seed", type=int, default=12345, help="Env seed [12345]")
     ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
@@ -168,14 +169,19 @@ def _run(args, family: Family) -> int:
 def _eval(args, family: Family) -> int:
     from core.evaluation import mean_std, number
 
-    if not 1 <= args.episodes <= 100_000:
+    if args.episodes is not None and not 1 <= args.episodes <= 100_000:
         raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
+    if args.episodes is None and family.eval_line is None:
+        args.episodes = 10  # a family with its own eval line picks its own default
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
     returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic,
                                      trust_env=args.trust_env)
+    if family.eval_line is not None:
+        print(family.get("eval_line")(returns))
+        return 0
     mean, std = mean_std(returns)
     episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
     print(f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}")
@@ -202,10 +208,12 @@ def recipes_command(args) -> int:
     found = plugins()
     dirs = _recipe_dirs(found)
     if args.name is None:
-        for fam, folder in dirs:
+        listed = [(fam, recipes.describe([folder])) for fam, folder in dirs]
+        width = max((len(name) for _, found_recipes in listed for name in found_recipes), default=0)
+        for fam, found_recipes in listed:
             print(f"{fam.name} ({', '.join(fam.algos)}):")
-            for name, description in recipes.describe([folder]).items():
-                print(f"  {name:14s} {description}")
+            for name, description in found_recipes.items():
+                print(f"  {name:{width}s}  {description}")
         print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
         return 0
     if recipes.is_path(args.name):

@@ -62,6 +62,9 @@ class Family:
     """'module:function': (a Python callable making an env) -> the env string recorded in config.yaml."""
     recipes: str = ""
     """'module:attribute': the folder of this family's shipped recipes (a Path), listed by 'dapo recipes'."""
+    eval_line: Optional[str] = None
+    """'module:function': (the values evaluate returned) -> the line 'dapo eval' prints (default: their mean and std
+    as episode returns).  Such a family's evaluate gets ``episodes=None`` when --episodes is not given."""
 
     def get(self, what: str) -> Callable:
         return load_ref(getattr(self, what))

@@ -8,6 +8,7 @@ BENCHMARKS = {  # dapo bench NAME -> the script it runs (the same flags, the sam
     "ma": "experiments.ma_benchmark",
     "dt-predictability": "experiments.dt_return_predictability",
     "sparse": "experiments.sparse_benchmark",
+    "lm": "experiments.lm_benchmark",
 }
 COMMANDS = [Command("bench", "reproduce a benchmark table: " + " | ".join(BENCHMARKS) + " (dapo bench NAME --help)",
                     handler="experiments.family:bench", raw=True)]

@@ -1,0 +1,139 @@
+"""``dapo run --algo grpo-lm|dapo-lm``: one sequence-generation experiment end to end (warm start, RL, held-out
+evaluation, checkpoints, summary, curve), sharing :mod:`core.runner`'s prologue (run-directory checks, the
+one-writer lock, checkpoint loading, config.yaml)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Optional
+
+from core.checkpoint import load_checkpoint, load_state, require, write_json
+from core.cli_config import load_run_config as read_run_config
+from core.config import RunInterrupted, check_device
+from core.logging import MetricLogger, Progress
+from core.loop import rounded_budget
+from core.plotting import plot_learning_curve
+from core.runner import budget_line, start_run, train_interruptibly
+from dapo_lm.config import LMConfig, complete
+
+CHECKPOINT_KEYS = ("global_step", "warm_step", "model", "optimizer", "rng")
+
+
+def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
+    """The saved config (``trust_env`` is part of the family protocol; LM configs name no code to import)."""
+    return read_run_config(run_dir, LMConfig)
+
+
+def default_run_dir(cfg: LMConfig) -> str:
+    return str(Path("runs") / f"{cfg.task}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def settings_line(cfg: LMConfig) -> str:
+    """The techniques on and off, so nobody has to open config.yaml to learn what ran."""
+    clip = (f"clip {cfg.clip_eps_low}" if cfg.clip_eps_high == cfg.clip_eps_low
+            else f"clip-higher {cfg.clip_eps_low}/{cfg.clip_eps_high}")
+    parts = [clip, f"loss {cfg.loss_aggregation}", "overlong filtering " + ("on" if cfg.filter_truncated else "off"),
+             (f"soft overlong penalty over the last {cfg.overlong_buffer} of {cfg.max_new_tokens} tokens"
+              if cfg.soft_overlong_penalty else f"no length penalty (limit {cfg.max_new_tokens} tokens)"),
+             (f"dynamic sampling (<= {cfg.max_gen_rounds} rounds)" if cfg.dynamic_sampling else "no group filter"),
+             f"{cfg.prompts_per_batch} prompts x {cfg.group_size} answers, {cfg.num_minibatches} steps per batch",
+             f"warm start {cfg.warm_start_steps} steps" if cfg.warm_start_steps else "no warm start"]
+    recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""
+    return f"{cfg.algo} on task {cfg.task}{recipes}: " + "; ".join(parts)
+
+
+def summary_line(s: dict) -> str:
+    return (f"{s['algo']} on {s['task']}: {s['answers_generated']} answers in {s['wall_time_s']:.0f}s "
+            f"({s['answers_per_s']:.1f}/s); held-out accuracy {s['warm_start_accuracy']:.3f} after the warm start -> "
+            f"{s['heldout_accuracy']:.3f} (greedy; sampled {s['heldout_accuracy_sampled']:.3f}); health events "
+            f"{ {k: v for k, v in s['health_events'].items() if v} }; outputs in {s['run_dir']}")
+
+
+def run_experiment(cfg: LMConfig, resume: bool = False) -> dict:
+    """Train (or continue) a resolved run; returns the summary written to summary.json."""
+    from dapo_lm.model import check_model_dir
+
+    check_model_dir(cfg.model_dir)  # before the run directory exists
+    if cfg.run_dir is None:
+        cfg = dataclasses.replace(cfg, run_dir=default_run_dir(cfg))
+    from dapo_lm.trainer import LMTrainer
+
+    cfg, run_dir, trainer, lock = start_run(cfg, resume, LMTrainer, checkpoint_keys=CHECKPOINT_KEYS)
+    try:
+        return _train_and_report(cfg, run_dir, trainer, resume)
+    finally:
+        lock.release()
+
+
+def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> dict:
+    print(settings_line(cfg), flush=True)
+    print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step).replace("env steps", "answers"),
+          flush=True)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
+    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
+                        f"{cfg.algo} {cfg.task}", cfg.progress, cfg.progress_every_s)
+    train_interruptibly(trainer, logger, progress)
+    plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
+                        f"{cfg.algo} on {cfg.task} (training accuracy)", column="rollout/accuracy",
+                        xlabel="generated answers", events=trainer.health_events)
+    if trainer.stop_requested:
+        raise RunInterrupted(run_dir)
+    last = trainer.evals[-1] if trainer.evals else {}
+    final = last if last.get("step") == trainer.global_step else trainer.evaluate()  # no second pass of the same
+    warm = trainer.warm_start_eval
+    summary = {
+        "task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "recipe": list(cfg.recipe),
+        "answers_generated": trainer.global_step, "wall_time_s": round(trainer.elapsed, 2),
+        "rl_time_s": round(trainer.rl_seconds, 2),
+        "answers_per_s": round(trainer.global_step / max(trainer.rl_seconds, 1e-9), 2),
+        "tokens_generated": trainer.tokens_generated, "optimizer_steps": trainer.optimizer_steps,
+        "tokens_per_s": round(trainer.tokens_generated / max(trainer.rl_seconds, 1e-9), 1),
+        "warm_start_accuracy": warm.get("greedy", float("nan")),
+        "warm_start_accuracy_sampled": warm.get("sampled", float("nan")),
+        "heldout_accuracy": final["greedy"], "heldout_accuracy_sampled": final.get("sampled", float("nan")),
+        "heldout_length_mean": final["greedy_length"], "heldout_problems": len(trainer.heldout),
+        "accuracy_convention": f"share of {len(trainer.heldout)} held-out problems answered correctly: greedy, and "
+                               f"sampled = mean over {cfg.eval_samples} answers at temperature 1",
+        "evaluations": trainer.evals, "parameters": sum(p.numel() for p in trainer.model.parameters()),
+        "health_events": dict(trainer.health_counts), "health_event_log": trainer.health_events,
+        "device": str(trainer.device), "run_dir": str(run_dir),
+    }
+    write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def load_trainer(run_dir: Path, device: str = "cpu"):
+    """The trained model of ``run_dir`` in a trainer (for evaluation and the Python API)."""
+    from dapo_lm.trainer import LMTrainer
+
+    check_device(device)
+    cfg = dataclasses.replace(complete(load_run_config(Path(run_dir))), device=device)
+    path = Path(run_dir) / "checkpoint.pt"
+    state = load_checkpoint(path)
+    require(state, CHECKPOINT_KEYS, path)
+    trainer = LMTrainer(cfg, Path(run_dir))
+    load_state(trainer, state, path)  # a checkpoint that does not fit: one line
+    return trainer
+
+
+def evaluate_run(run_dir: Path, episodes: Optional[int], seed: int, device: str = "cpu",
+                 deterministic=None, trust_env: bool = False) -> list[float]:
+    """``dapo eval RUN_DIR``: 1.0 or 0.0 per held-out problem (``episodes`` of them, default the run's
+    --eval-problems), greedy unless ``--stochastic`` (then one answer sampled at temperature 1, from ``seed``)."""
+    import torch
+
+    from dapo_lm.rollout import answer_hits
+
+    trainer = load_trainer(run_dir, device)
+    problems = trainer.task.heldout_set(episodes) if episodes else trainer.heldout
+    gen = None if deterministic is not False else torch.Generator(device=trainer.device).manual_seed(seed)
+    hits, _ = answer_hits(trainer.model, trainer.tok, trainer.task, problems, trainer.cfg.max_new_tokens,
+                          trainer.device, 1, gen)
+    return [float(h) for h in hits]
+
+
+def eval_line(returns: list[float]) -> str:
+    """What ``dapo eval`` prints for an LM run."""
+    n = len(returns)
+    return f"heldout_accuracy {sum(returns) / max(n, 1):.3f} ({int(sum(returns))} of {n} held-out problems)"

@@ -1,0 +1,266 @@
+"""The LM trainer: a supervised warm start on worked answers, then critic-free RL against the verifier
+(GRPO / DAPO, docs/algorithms.md, section 8), driven by core.loop.train_loop.
+
+``global_step`` counts generated RL answers (filtered ones included), so every algorithm of the ablation ladder
+spends the same budget; the warm start runs first, in chunks of iterations logged at step 0.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from core.checkpoint import save_checkpoint
+from core.config import ConfigError
+from core.group_filter import GroupFilter
+from core.lm_losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
+                            response_mask)
+from core.loop import rng_state, seed_everything, set_rng_state, train_loop
+from core.trainer import pick_device
+from dapo_lm.config import LMConfig
+from dapo_lm.health import LM_EVENTS, LMHealth
+from dapo_lm.model import answer_logprobs, autocast, build_model, supervised_loss
+from dapo_lm.rollout import collate, generate_groups, heldout_accuracy
+from dapo_lm.tasks import TASKS
+from dapo_lm.tokenizer import CharTokenizer
+
+WARM_CHUNK = 50  # supervised steps per iteration of the warm start (one metrics row, one progress update)
+PROMPT_ROOM = 32  # positions reserved for prompts (the longest, countdown's, is 14 tokens)
+
+
+class LMTrainer:
+    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.device = pick_device(cfg.device)
+        torch.set_num_threads(cfg.torch_threads)
+        seed_everything(cfg.seed)
+        self.tok, self.task = CharTokenizer(), TASKS[cfg.task]
+        n_positions = PROMPT_ROOM + cfg.max_new_tokens
+        self.model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions, cfg.model_dir,
+                                 cfg.seed).to(self.device)
+        mc = self.model.config
+        have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", 0)
+        if have and have < n_positions:
+            raise ConfigError(f"--model-dir's model has {have} positions; this task needs {n_positions}")
+        self.rng = np.random.default_rng(cfg.seed)
+        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling))
+        self.health = LMHealth(cfg)
+        self.heldout = self.task.heldout_set(cfg.eval_problems)
+        self.global_step, self.warm_step, self.iteration, self.elapsed = 0, 0, 0, 0.0
+        self.tokens_generated, self.optimizer_steps = 0, 0  # RL answers' tokens (EOS included); RL AdamW steps
+        self.rl_seconds = 0.0  # time in RL iterations less their held-out evaluations (the throughput's clock)
+        self.warm_start_eval: dict = {}
+        self.evals: list[dict] = []  # every held-out evaluation: step, elapsed, accuracies
+        self.recent: deque[float] = deque(maxlen=10)
+        self.health_counts = {name: 0 for name in LM_EVENTS}
+        self.health_events: list[dict] = []
+        self.stop_requested = False
+        self.optimizer = self._optimizer()
+        if checkpoint is not None:
+            self.load_state_dict(checkpoint)
+
+    # --- the loop's interface (core.loop) -------------------------------------------------------------
+    @property
+    def warm_done(self) -> bool:
+        return self.warm_step >= self.cfg.warm_start_steps and bool(self.warm_start_eval)
+
+    @property
+    def batch_size(self) -> int:
+        return self.cfg.prompts_per_batch * self.cfg.group_size
+
+    def finished(self) -> bool:
+        return self.stop_requested or (self.warm_done and self.global_step >= self.cfg.total_steps)
+
+    def recent_return(self) -> float:
+        return float(np.mean(self.recent)) if self.recent else math.nan
+
+    def train(self, logger, progress=None, max_iterations: Optional[int] = None) -> None:
+        train_loop(self, logger, progress, max_iterations)
+
+    def iterate(self) -> dict:
+        self.iteration += 1
+        return self.rl_iterate() if self.warm_done else self.warm_iterate()
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        lr = self.cfg.lr if self.warm_step >= self.cfg.warm_start_steps else self.cfg.warm_start_lr
+        return torch.optim.AdamW(self.model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+
+    # --- warm start ------------------------------------------------------------------------------------
+    def warm_iterate(self) -> dict:
+        c, t0, losses = self.cfg, time.perf_counter(), []
+        self.model.train()
+        for _ in range(min(WARM_CHUNK, c.warm_start_steps - self.warm_step)):
+            warmup = max(1, c.warm_start_steps // 10)
+            for group in self.optimizer.param_groups:
+                group["lr"] = c.warm_start_lr * min(1.0, (self.warm_step + 1) / warmup)
+            problems = [self.task.sample(self.rng) for _ in range(c.warm_start_batch)]
+            prompts = [self.tok.encode(p.prompt, bos=True) for p in problems]
+            seqs = [p + self.tok.encode(q.answer, eos=True) for p, q in zip(prompts, problems)]
+            width = max(map(len, seqs))
+            ids = torch.full((len(seqs), width), self.tok.pad_id, dtype=torch.long)
+            mask, answer = torch.zeros_like(ids), torch.zeros_like(ids)
+            for i, (s, p) in enumerate(zip(seqs, prompts)):
+                ids[i, :len(s)], mask[i, :len(s)], answer[i, len(p):len(s)] = torch.tensor(s), 1, 1
+            with autocast(self.device):
+                loss = supervised_loss(self.model, ids.to(self.device), mask.to(self.device), answer.to(self.device))
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+            self.optimizer.step()
+            self.warm_step += 1
+            losses.append(float(loss.detach()))
+        metrics = {"warm/loss": float(np.mean(losses)) if losses else math.nan, "warm/step": self.warm_step}
+        if self.warm_step >= c.warm_start_steps:
+            self.warm_start_eval = self.evaluate()
+            self.evals.append({"step": 0, "elapsed": self.elapsed, **self.warm_start_eval})
+            metrics.update({f"eval/{k}": v for k, v in self.warm_start_eval.items()})
+            self.optimizer = self._optimizer()  # RL starts with fresh moments at its own rate
+        metrics["time/sps"] = len(losses) * c.warm_start_batch / max(time.perf_counter() - t0, 1e-9)
+        return metrics
+
+    # --- RL ---------------------------------------------------------------------------------------------
+    def _round(self):
+        problems = [self.task.sample(self.rng) for _ in range(self.cfg.prompts_per_batch)]
+        groups, rewards = generate_groups(self.model, self.tok, self.task, problems, self.cfg, self.device, self.gen)
+        for grp in groups:
+            self._generated.append(grp)
+        return groups, rewards
+
+    def rl_iterate(self) -> dict:
+        c, t0 = self.cfg, time.perf_counter()
+        self._generated: list[dict] = []
+        fill = self.filter.fill(self._round)
+        gen_s = time.perf_counter() - t0
+        made = self._generated
+        self.global_step += len(made) * c.group_size
+        correct = torch.cat([g["correct"] for g in made]).float()
+        lengths = torch.cat([g["lengths"] for g in made]).float()
+        zero_var = float(constant_groups(torch.stack([g["rewards"] for g in made])).float().mean())
+        self.recent.append(float(correct.mean()))
+        metrics = {"rollout/accuracy": float(correct.mean()),
+                   "rollout/reward_mean": float(torch.cat([g["rewards"] for g in made]).mean()),
+                   "rollout/length_mean": float(lengths.mean()), "rollout/length_max": float(lengths.max()),
+                   "rollout/truncated_share": float(torch.cat([g["truncated"] for g in made]).float().mean()),
+                   "rollout/zero_variance_share": zero_var, "sampler/rounds": fill.rounds,
+                   "sampler/groups": len(fill.groups), "sampler/filtered_share": fill.filtered / max(fill.generated, 1),
+                   "sampler/from_surplus": fill.from_surplus, "sampler/surplus": len(self.filter.pending),
+                   "sampler/hit_cap": int(fill.hit_cap)}
+        t1 = time.perf_counter()
+        if fill.groups:
+            metrics.update(self.update(fill.groups))
+        upd_s = time.perf_counter() - t1
+        events = self.health.check(metrics.get("train/entropy", math.nan), metrics["rollout/length_mean"], zero_var,
+                                   metrics.get("train/clip_low", 0.0), metrics.get("train/clip_high", 0.0))
+        for name in events:
+            self.health_counts[name] += 1
+            self.health_events.append({"step": self.global_step, "event": name})
+        metrics.update({f"health/{k}": v for k, v in self.health_counts.items()})
+        eval_s = 0.0
+        before = self.global_step - len(made) * c.group_size
+        if c.eval_every and self.global_step // c.eval_every > before // c.eval_every:
+            t2 = time.perf_counter()
+            result = self.evaluate()
+            eval_s = time.perf_counter() - t2
+            self.evals.append({"step": self.global_step, "elapsed": self.elapsed + time.perf_counter() - t0, **result})
+            metrics.update({f"eval/{k}": v for k, v in result.items()})
+        dt = time.perf_counter() - t0
+        tokens = float(lengths.sum())
+        self.tokens_generated += int(tokens)
+        self.rl_seconds += dt - eval_s
+        metrics.update({"time/sps": len(made) * c.group_size / dt, "time/tokens_per_s": tokens / dt,
+                        "time/generate_s": gen_s, "time/update_s": upd_s,
+                        "time/generate_tokens_per_s": tokens / max(gen_s, 1e-9),
+                        "time/elapsed_s": self.elapsed + dt})
+        return metrics
+
+    def update(self, groups: list[dict]) -> dict:
+        """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps."""
+        c, dev = self.cfg, self.device
+        b = collate(groups, self.tok.pad_id).to(dev)
+        adv = group_advantages(b.rewards, c.std_normalise).reshape(-1)                       # (N,)
+        width = b.tokens.shape[1]
+        real = response_mask(b.lengths, width, b.truncated, False)                            # (N, R)
+        counted = response_mask(b.lengths, width, b.truncated, bool(c.filter_truncated))      # (N, R)
+        self.model.train()
+        with torch.no_grad(), autocast(dev):
+            logp_old, _ = answer_logprobs(self.model, b.prompt_ids, b.prompt_mask, b.tokens, real)
+        n = len(adv)
+        sums = dict(loss=0.0, entropy=0.0, tokens=0.0, counted=0.0, low=0.0, high=0.0, kl=0.0, grad=0.0, steps=0)
+        for _ in range(c.num_epochs):
+            for mb in torch.randperm(n).chunk(min(c.num_minibatches, n)):
+                mb = mb.to(dev)
+                norm = batch_normaliser(counted[mb], c.loss_aggregation, c.max_new_tokens)
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in mb.split(c.micro_batch_size or len(mb)):
+                    with autocast(dev):
+                        logp, ent = answer_logprobs(self.model, b.prompt_ids[micro], b.prompt_mask[micro],
+                                                    b.tokens[micro], real[micro], with_entropy=True)
+                    tok_loss, d = clipped_token_surrogate(logp, logp_old[micro], adv[micro], c.clip_eps_low,
+                                                          c.clip_eps_high)
+                    loss = aggregate(tok_loss, counted[micro], c.loss_aggregation, norm)
+                    loss.backward()
+                    m, r = counted[micro], real[micro]
+                    log_ratio = (logp - logp_old[micro]).detach()
+                    sums["loss"] += float(loss.detach())
+                    sums["entropy"] += float(ent.detach()[r].sum())
+                    sums["tokens"] += float(r.sum())
+                    sums["counted"] += float(m.sum())
+                    sums["low"] += float(d["clipped_low"][m].sum())
+                    sums["high"] += float(d["clipped_high"][m].sum())
+                    sums["kl"] += float(((log_ratio.exp() - 1) - log_ratio)[m].sum())
+                sums["grad"] += float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm))
+                self.optimizer.step()
+                sums["steps"] += 1
+                self.optimizer_steps += 1
+        steps, counted_tokens = max(sums["steps"], 1), max(sums["counted"], 1.0)
+        return {"train/loss": sums["loss"] / steps, "train/entropy": sums["entropy"] / max(sums["tokens"], 1.0),
+                "train/clip_low": sums["low"] / counted_tokens, "train/clip_high": sums["high"] / counted_tokens,
+                "train/approx_kl": sums["kl"] / counted_tokens, "train/grad_norm": sums["grad"] / steps,
+                "train/adv_abs_mean": float(adv.abs().mean()), "train/lr": c.lr}
+
+    def evaluate(self) -> dict:
+        c = self.cfg
+        return heldout_accuracy(self.model, self.tok, self.task, self.heldout, c.max_new_tokens, self.device,
+                                c.eval_samples, c.seed + 10_000)
+
+    # --- checkpoints ----------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"global_step": self.global_step, "warm_step": self.warm_step, "iteration": self.iteration,
+                "tokens_generated": self.tokens_generated, "optimizer_steps": self.optimizer_steps,
+                "rl_seconds": self.rl_seconds,
+                "elapsed": self.elapsed, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "rng": rng_state(), "generator": self.gen.get_state(), "np_rng": self.rng.bit_generator.state,
+                "filter": self.filter.state_dict(), "health": self.health.state_dict(),
+                "health_counts": dict(self.health_counts), "health_events": list(self.health_events),
+                "warm_start_eval": dict(self.warm_start_eval), "evals": list(self.evals), "recent": list(self.recent)}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.global_step, self.warm_step = int(s["global_step"]), int(s["warm_step"])
+        self.iteration = int(s["iteration"])
+        self.elapsed = float(s["elapsed"])
+        self.tokens_generated, self.optimizer_steps = int(s["tokens_generated"]), int(s["optimizer_steps"])
+        self.rl_seconds = float(s["rl_seconds"])
+        try:
+            self.model.load_state_dict(s["model"])
+        except (RuntimeError, KeyError, TypeError) as e:
+            raise ConfigError(f"checkpoint does not fit the run's model ({type(e).__name__})") from e
+        self.warm_start_eval, self.evals = dict(s["warm_start_eval"]), list(s["evals"])
+        self.optimizer = self._optimizer()
+        self.optimizer.load_state_dict(s["optimizer"])
+        set_rng_state(s["rng"])
+        self.gen.set_state(s["generator"].to(self.gen.get_state().device))
+        self.rng.bit_generator.state = s["np_rng"]
+        self.filter.load_state_dict(s["filter"])
+        self.health.load_state_dict(s["health"])
+        self.health_counts.update(s["health_counts"])
+        self.health_events = list(s["health_events"])
+        self.recent.extend(s["recent"])
+
+    def save(self) -> None:
+        save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())

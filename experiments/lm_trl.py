@@ -1,0 +1,142 @@
+"""The peer of experiments/lm_benchmark.py: TRL's ``GRPOTrainer`` (trl 1.16, ``pip install -e ".[lm-bench]"``) with
+its DAPO settings, on the same task, warm-start weights, prompts (in the same order), group size, learning rate,
+minibatches per generation, response limit and rewards as a ``dapo-lm`` run of this toolkit.
+
+TRL's side: ``loss_type="dapo"`` (token-level loss), ``epsilon=0.2``, ``epsilon_high=0.28`` (clip-higher),
+``mask_truncated_completions=True`` (overlong filtering), ``beta=0`` (no KL term), the soft overlong punishment
+from ``trl.rewards`` added to the verifier's +1/-1, ``scale_rewards="group"``.  TRL has no dynamic sampling, so
+the like-for-like rung of ours is ``lm-token-loss`` (everything of dapo-lm but the group filter).  Evaluation
+uses this toolkit's held-out problems and greedy decoding on the model TRL trained.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+
+
+def count_positions_from_mask(model) -> None:
+    """Make a GPT-2's forward count positions from the attention mask when it is given none (a full, uncached
+    pass), as ``generate`` does: TRL 1.16 computes its loss's log-probabilities without ``position_ids``, so with
+    left-padded prompts and absolute position embeddings they would be those of shifted positions
+    (:func:`position_mismatch`).  A change of the model's forward, not of TRL."""
+    import functools
+
+    inner = model.forward
+
+    @functools.wraps(inner)
+    def forward(*args, **kwargs):
+        ids, mask = kwargs.get("input_ids", args[0] if args else None), kwargs.get("attention_mask")
+        if kwargs.get("position_ids") is None and ids is not None and mask is not None and mask.shape == ids.shape:
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).clamp_min(0)
+        return inner(*args, **kwargs)
+
+    model.forward = forward
+
+
+def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Path, prompts_per_batch: int = 16,
+            group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200,
+            mask_positions: bool = False) -> dict:
+    """Train with TRL for ``answers`` generated answers (whole batches) and return the results row; with
+    ``mask_positions`` the model counts positions from the attention mask (:func:`count_positions_from_mask`)."""
+    import numpy as np
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.rewards import get_soft_overlong_punishment
+
+    from dapo_lm.rollout import heldout_accuracy
+    from dapo_lm.tasks import TASKS
+    from dapo_lm.tokenizer import CharTokenizer
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    task, tok = TASKS[task_name], CharTokenizer()
+    hf_tok = tok.to_transformers(bos_first=True)
+    batches = -(-answers // (prompts_per_batch * group_size))
+    rng = np.random.default_rng(seed)  # the same prompt sequence as our run from --model-dir (no warm-start draws)
+    problems = [task.sample(rng) for _ in range(batches * prompts_per_batch)]
+    data = Dataset.from_dict({"prompt": [p.prompt for p in problems]})
+    limit, buffer = task.max_new_tokens, task.overlong_buffer
+    generated = {"answers": 0, "tokens": 0}
+
+    def correctness(prompts, completions, completion_ids, **_):
+        out = []
+        for p, c, ids in zip(prompts, completions, completion_ids):
+            finished = len(ids) > 0 and ids[-1] == tok.eos_id
+            out.append(1.0 if finished and task.verify(p, c) else -1.0)
+            generated["answers"] += 1
+            generated["tokens"] += len(ids)
+        return out
+
+    config = GRPOConfig(
+        output_dir=str(out_dir / "trl_out"), loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
+        mask_truncated_completions=True, beta=0.0, scale_rewards="group", num_generations=group_size,
+        max_completion_length=limit, per_device_train_batch_size=prompts_per_batch * group_size // num_minibatches,
+        steps_per_generation=num_minibatches, gradient_accumulation_steps=1, num_iterations=1,
+        max_steps=batches * num_minibatches, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0,
+        adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, temperature=1.0, top_k=0, top_p=1.0,
+        use_cpu=True, bf16=False, seed=seed, shuffle_dataset=False, report_to="none", save_strategy="no",
+        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+    if mask_positions:
+        count_positions_from_mask(model)
+    trainer = GRPOTrainer(model=model, reward_funcs=[correctness, get_soft_overlong_punishment(limit, buffer)],
+                          args=config, train_dataset=data, processing_class=hf_tok)
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    final = heldout_accuracy(trainer.model, tok, task, task.heldout_set(eval_problems), limit, torch.device("cpu"),
+                             samples=4, seed=seed + 10_000)
+    label = "trl-grpo-dapo-loss" + ("-maskpos" if mask_positions else "")
+    return {"algo": label, "task": task_name, "seed": seed, "answers_generated": generated["answers"],
+            "updates": batches * num_minibatches, "wall_time_s": round(wall, 2),
+            "answers_per_s": round(generated["answers"] / wall, 2), "tokens_per_s": round(generated["tokens"] / wall, 1),
+            "heldout_accuracy": final["greedy"], "heldout_accuracy_sampled": final["sampled"],
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+if __name__ == "__main__":  # one run per process, so that the peak memory is its own
+    import sys
+
+    args = json.loads(sys.argv[1])
+    row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]),
+                  mask_positions=args.get("mask_positions", False))
+    Path(args["row"]).write_text(json.dumps(row))
+
+
+def position_mismatch(model_dir: str, task_name: str, n: int = 128, seed: int = 0) -> dict:
+    """How far a left-padded batch's log-probabilities move when positions count from the padding (a forward pass
+    without ``position_ids``, as TRL 1.16's GRPOTrainer makes for its loss) instead of from the first real token
+    (as ``generate`` and this toolkit count them): per answer token, |log p_arange - log p_mask|, and the share of
+    tokens whose implied ratio leaves [0.8, 1.28]."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dapo_lm.model import answer_logprobs, left_pad, sample
+    from dapo_lm.tasks import TASKS
+    from dapo_lm.tokenizer import CharTokenizer
+
+    torch.manual_seed(seed)
+    tok, task = CharTokenizer(), TASKS[task_name]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
+    rng = np.random.default_rng(seed)
+    ids, mask = left_pad([tok.encode(task.sample(rng).prompt, bos=True) for _ in range(n)], tok.pad_id, "cpu")
+    out = sample(model, ids, mask, task.max_new_tokens, tok.eos_id, tok.pad_id)
+    real = torch.arange(out.tokens.shape[1])[None] < out.lengths[:, None]
+    with torch.no_grad():
+        by_mask, _ = answer_logprobs(model, ids, mask, out.tokens, real)
+        full = torch.cat([ids, out.tokens], 1)
+        logits = model(input_ids=full, attention_mask=torch.cat([mask, real.long()], 1)).logits  # arange positions
+        lp = torch.log_softmax(logits[:, ids.shape[1] - 1:-1].float(), -1)
+        by_arange = lp.gather(-1, out.tokens[..., None]).squeeze(-1)
+    delta = (by_arange - by_mask)[real]
+    padded = (mask == 0).any(1)[:, None].expand_as(real)[real]
+    ratio = delta.exp()
+    return {"tokens": int(real.sum()), "padded_prompt_share": float(padded.float().mean()),
+            "mean_abs_delta_logp": float(delta.abs().mean()),
+            "mean_abs_delta_logp_padded": float(delta[padded].abs().mean()),
+            "ratio_outside_clip_share": float(((ratio < 0.8) | (ratio > 1.28)).float().mean())}
