@@ -1,0 +1,47 @@
+"""The equal-recipe MuJoCo table (experiments/fair_table.py): copied rows equal their committed sources, new recipe
+rows merge in and survive a rebuild, and a column without runs says so."""
+import csv
+
+from experiments import fair_table as ft
+
+
+def _source_rows(folder: str) -> list[dict]:
+    with open(ft.RESULTS / folder / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_copied_rows_equal_their_sources():
+    rows = ft.copied_rows()
+    assert len(rows) == len(ft.SOURCES) * len(ft.COPIED) * len(ft.SEEDS)  # every env, label and seed, once
+    for r in rows:
+        there = [s for s in _source_rows(r["source"]) if s["env"] == r["env"] and s["seed"] == str(r["seed"])
+                 and s["variant"] == ft.COPIED[r["variant"]]]
+        assert len(there) == 1, r
+        assert float(there[0]["final_return_mean"]) == r["final_return"]
+        assert int(there[0]["total_steps"]) == r["total_steps"]
+
+
+def test_recipe_labels():
+    assert ft.algo_and_recipe("dapo-mechanisms-recipe") == ("dapo", "mujoco")
+    assert ft.algo_and_recipe("grpo") == ("grpo", "cleanrl")
+    assert ft.algo_and_recipe("dapo") == ("dapo", "dapo-mujoco")
+
+
+def test_new_rows_merge_and_survive_a_rebuild(tmp_path):
+    new = tmp_path / "fair.csv"
+    with open(new, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["env", "variant", "seed", "total_steps", "final_return_mean"])
+        w.writerow(["HalfCheetah-v5", "grpo-recipe", 1, 999424, 1234.5])
+        w.writerow(["HalfCheetah-v5", "grpo", 1, 999424, 1.0])  # a CleanRL-settings row is never taken from --new
+    out = tmp_path / "fair"
+    assert ft.main(["--new", str(new), "--out", str(out)]) == 0
+    assert ft.main(["--out", str(out)]) == 0  # a rebuild keeps the merged runs
+    rows = list(csv.DictReader(open(out / "results.csv", newline="")))
+    mine = [r for r in rows if r["source"] == "fair runs"]
+    assert [(r["variant"], r["seed"], float(r["final_return"])) for r in mine] == [("grpo-recipe", "1", 1234.5)]
+    grpo = [r for r in rows if r["env"] == "HalfCheetah-v5" and r["variant"] == "grpo" and r["seed"] == "1"]
+    assert grpo[0]["source"] == "mujoco_1M" and float(grpo[0]["final_return"]) != 1.0
+    md = (out / "results.md").read_text()
+    assert "| grpo | " in md and "1234 (1 run: no spread yet)" in md
+    assert "not run" in md  # ppo-recipe has no runs
