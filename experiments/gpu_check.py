@@ -8,10 +8,11 @@ one failure or hang costs only its own minutes:
 
   a  tests: tests/test_device.py on the device; end to end through the CLI on the device: DAPO on
      HalfCheetah-v5 (MuJoCo), PPO on ALE/Pong-v5 (Atari through ale-py), a Minari dataset collected with
-     that policy and DAPO-DT trained on it (Decision Transformer), DAPO-MA on simple_spread_v3 (MPE)
+     that policy and DAPO-DT trained on it (Decision Transformer), DAPO-MA on simple_spread_v3 (MPE),
+     DAPO-LM on the add task (sequence generation)
   b  throughput, the same work on the device and on this machine's CPU: the MLP PPO/DAPO trainers on
      HalfCheetah-v5 with 1 and 64 envs, the Atari CNN (PPO) on Pong, the Decision Transformer's training
-     step, and the sequence-generation trainer once ``dapo_lm`` provides ``dapo_lm.bench.gpu_check_rows``
+     step, and the sequence-generation trainer and its generation alone (``dapo_lm.bench``)
   c  results in DIR: summary.txt, tests.txt, e2e.txt, throughput.csv, throughput.md, log.txt
 
 ``--tiny`` (the CPU dry run, tests/test_gpu_check.py) runs every part at a few iterations. Exit status:
@@ -283,6 +284,8 @@ def e2e_commands(device: str, tiny: bool, tmp: Path) -> list[tuple[str, list[str
         dt = ["--grad-steps", "4", "--eval-every", "4", "--context-len", "8", "--n-embd", "32", "--batch-size", "4",
               "--eval-max-steps", "100", "--online-steps", "64", "--online-envs", "1"]
         ma = ["--total-steps", "300", "--num-envs", "2", "--num-steps", "25", "--num-epochs", "2"]
+        lm = ["--total-steps", "16", "--warm-start-steps", "2", "--prompts-per-batch", "2", "--group-size", "4",
+              "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--eval-problems", "4"]
     else:
         mujoco = ["--total-steps", "8192", "--num-envs", "4", "--num-steps", "512"]
         atari = ["--total-steps", "4096"]
@@ -290,6 +293,7 @@ def e2e_commands(device: str, tiny: bool, tmp: Path) -> list[tuple[str, list[str
         dt = ["--grad-steps", "200", "--eval-every", "200", "--eval-max-steps", "1000", "--online-steps", "500",
               "--online-envs", "2"]
         ma = ["--total-steps", "20000"]
+        lm = ["--total-steps", "1024", "--warm-start-steps", "200", "--eval-problems", "100"]
     return [
         ("e2e mujoco", ["run", "--env", "HalfCheetah-v5", "--algo", "dapo", *mujoco, "--eval-episodes", "1",
                         "--no-tensorboard", "--run-dir", str(tmp / "mujoco"), *quiet], 90),
@@ -301,6 +305,7 @@ def e2e_commands(device: str, tiny: bool, tmp: Path) -> list[tuple[str, list[str
                     "--run-dir", str(tmp / "dt"), *quiet], 120),
         ("e2e mpe", ["run", "--algo", "dapo-ma", "--env", "simple_spread_v3", *ma, "--eval-episodes", "1",
                      "--no-tensorboard", "--run-dir", str(tmp / "ma"), *quiet], 90),
+        ("e2e lm", ["run", "--algo", "dapo-lm", *lm, "--no-tensorboard", "--run-dir", str(tmp / "lm"), *quiet], 90),
     ]
 
 
