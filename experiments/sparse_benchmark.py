@@ -6,8 +6,8 @@ PPO settings), so network, normalisation, gradient clip and schedules are the sa
 ``dapo run`` in ``RUNS/<env>/<variant>/s<seed>`` (skipped when finished, resumed when interrupted).  Per run:
 
 - ``success_rate``: the share of training episodes that reached the goal over the last 10% of the budget;
-- ``steps_to_90``: the first env step at which the success rate over the preceding 10 updates reaches 0.9
-  (NaN if never);
+- ``steps_to_90``: the first env step at which the success rate over the preceding 10 updates (a full window
+  holding at least 20 episodes) reaches 0.9 (NaN if never);
 - ``final_return``: the run's mean return over its last 10 training episodes (MiniGrid's reward,
   ``1 - 0.9 steps / max_steps`` on success), comparable with RL Zoo's PPO table;
 - ``eval_return``: 20 evaluation episodes of the final policy (sampled actions).
@@ -35,6 +35,7 @@ from experiments.sweep import (ROOT, caller_path, failures, parser, positive_int
 SUITE_FILE = ROOT / "experiments" / "recipes" / "sparse_suite.yaml"
 RECIPES = ROOT / "experiments" / "recipes" / "sparse"
 WINDOW, THRESHOLD, FINAL_SHARE, EVAL_EPISODES, REPS = 10, 0.9, 0.1, 20, 2000
+MIN_EPISODES = 20  # a window's rate counts from this many episodes: one lucky early episode is not "90% success"
 
 
 def load_suite() -> dict:
@@ -50,13 +51,15 @@ def run_one(runs: Path, env: str, variant: str, seed: int, steps: int) -> str:
 
 
 def success_curve(metrics: dict[str, list[float]]) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, success rate over the WINDOW updates ending at each step), episode-weighted; NaN before any episode."""
+    """(steps, success rate over the WINDOW updates ending at each step), episode-weighted; NaN until the window is
+    full and holds MIN_EPISODES episodes (before that a single lucky episode would read as 100% success)."""
     steps = np.asarray(metrics["global_step"])
     episodes = np.nan_to_num(np.asarray(metrics["rollout/episodes"]))
     rate = np.asarray(metrics.get("rollout/success_rate", [np.nan] * len(steps)))
     wins, seen = _window_sums(np.nan_to_num(rate) * episodes), _window_sums(episodes)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return steps, np.where(seen > 0, wins / seen, np.nan)
+        full = np.arange(len(steps)) >= WINDOW - 1
+        return steps, np.where(full & (seen >= max(MIN_EPISODES, 1)), wins / seen, np.nan)
 
 
 def _window_sums(x: np.ndarray) -> np.ndarray:
