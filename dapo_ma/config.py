@@ -98,10 +98,7 @@ class MAConfig:
     """Clip the value prediction around V_old (with clip_eps, or with the eps_V schedule when optimisers are separate)."""
     per_agent_clips: Optional[bool] = None
     """Per-agent eps_pi[i] and eps_V[i], adapted by per-agent monitors (preset: dapo-ma, dapo-maddpg). For
-    dapo-maddpg they clip each agent's Q and action around the target networks'."""
-    clip_anchor: Literal["target", "iteration"] = "target"
-    """What dapo-maddpg's clips are anchored on: the Polyak target networks, or the networks as they were at the
-    start of the iteration (the gradient steps between two collections)."""
+    dapo-maddpg they clip each agent's Q and action around the networks as they were at the start of the iteration."""
     eps_v_start: float = 0.5
     """Value clip eps_V[i] at the start of training (separate optimisers)."""
     eps_v_end: float = 0.3
@@ -180,7 +177,7 @@ MADDPG_ONLY = ("buffer_size", "batch_size", "tau", "learning_starts", "train_eve
                "exploration_noise")
 ON_POLICY_ONLY = ("gae_lambda", "norm_reward", "num_epochs", "num_minibatches", "anneal_lr", "separate_optimizers",
                   "norm_adv", "ent_coef", "vf_coef", "clip_value", "window")
-DAPO_OPTIONS = ("clip_eps", "clip_eps_high", "per_agent_clips", "clip_anchor", "eps_v_start", "eps_v_end", "eps_v_schedule",
+DAPO_OPTIONS = ("clip_eps", "clip_eps_high", "per_agent_clips", "eps_v_start", "eps_v_end", "eps_v_schedule",
                 "dynamic_sampling", "temperature_mode", "temperature_init", "temperature_decay", "temperature_min",
                 "ess_target", "temperature_lr", "importance_correction", "health_monitors", "collapse_window",
                 "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")
@@ -196,7 +193,7 @@ INACTIVE_WHEN = {
        for k in ("temperature_mode", "temperature_init", "importance_correction")},
     **{k: (lambda c: c.algo == "maddpg" or (c.algo == "dapo-maddpg" and not c.per_agent_clips),
            "it needs dapo-maddpg's --per-agent-clips") for k in ("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end",
-                                                                 "eps_v_schedule", "clip_anchor")},
+                                                                 "eps_v_schedule")},
     **{k: (lambda c: not c.health_monitors, "it needs --health-monitors")
        for k in ("collapse_window", "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")},
 }

@@ -12,16 +12,21 @@ importance weights ``1/(N p_j)``); the drawn transitions' priorities are refresh
 transitions enter with the largest priority in the buffer, so each is likely drawn soon (prioritized replay,
 Schaul et al. 2016).
 
-**Per-agent clip parameters.**  MADDPG takes one gradient step per update, so the networks "before the update" are
-the current ones; the anchor of each trust region is therefore the slowly moving Polyak target network:
+**Per-agent clip parameters.**  MADDPG takes one gradient step per update, so a trust region around the networks just
+before each step would never bind; the anchor of each trust region is the networks as they were at the start of the
+iteration (a snapshot taken before the gradient steps between two collections, as PPO anchors on the policy that
+collected the data). Anchors on the Polyak targets were measured first and bound on 80-90% of the samples, which
+left most gradients at zero (experiments/results/ma_maddpg/anchor_study):
 
-- critic of agent i: ``Q_clip = Q'_i(o, a) + clip(Q_i(o, a) - Q'_i(o, a), -eps_V[i] s_i, eps_V[i] s_i)`` and the loss
+- critic of agent i, with ``Q^a`` the anchor critic: ``Q_clip = Q^a_i(o, a) + clip(Q_i(o, a) - Q^a_i(o, a), -eps_V[i] s_i,
+  eps_V[i] s_i)`` and the loss
   ``max((Q_i - y_i)^2, (Q_clip - y_i)^2)`` (DAPO's value clip), with ``s_i`` the batch's std of agent i's targets, so
   that eps_V is a share of the value scale (MPE's raw returns are tens of units);
-- discrete actor i (straight-through Gumbel-softmax): the soft sample ``y`` and the target actor's ``y'`` under the
+- discrete actor i (straight-through Gumbel-softmax): the soft sample ``y`` and the anchor actor's ``y'`` under the
   same Gumbel noise; the gradient flows through ``y' * clip(y / y', 1 - eps_low[i], 1 + eps_high[i])``, zero for the
   components whose ratio left the range (PPO's clipped ratio, on the action probabilities);
-- continuous actor i: the action ``mu' + clip(mu - mu', -eps_low[i] r, eps_high[i] r)`` with ``r`` the action range.
+- continuous actor i: the action ``mu^a + clip(mu - mu^a, -eps_low[i] r, eps_high[i] r)`` with ``mu^a`` the anchor
+  actor's and ``r`` the action range.
 
 The ranges ``eps_pi[i]`` and ``eps_V[i]`` are :class:`dapo_ma.clips.AgentClips`, adapted by agent i's own health
 monitors (:class:`dapo_ma.health.AgentHealth`), as in dapo-ma.

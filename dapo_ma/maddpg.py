@@ -136,10 +136,8 @@ class MADDPGTrainer(MATrainerBase):
         self.clips = AgentClips(A, cfg.clip_eps, cfg.clip_eps_high, True, True, cfg.eps_v_start, cfg.eps_v_end,
                                 cfg.eps_v_schedule, True)
         self.clipping = bool(cfg.per_agent_clips)
-        # the clips' anchor: the Polyak targets, or a snapshot taken at the start of each iteration
-        self.anchor_actor, self.anchor_critic = ((copy.deepcopy(self.actor), copy.deepcopy(self.critic))
-                                                 if cfg.clip_anchor == "iteration" else
-                                                 (self.target_actor, self.target_critic))
+        # the clips' anchor: the networks as they were at the start of the iteration (docs/algorithms.md 5)
+        self.anchor_actor, self.anchor_critic = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
         self.health = AgentHealth(A, bool(cfg.health_monitors), cfg.collapse_window, cfg.collapse_drop,
                                   cfg.collapse_min_gain, cfg.divergence_window, cfg.divergence_factor)
         self.generator = torch.Generator(device=dev)
@@ -171,7 +169,7 @@ class MADDPGTrainer(MATrainerBase):
         t0, episodes, sums, n_updates = time.perf_counter(), [], {}, 0
         if self.prioritized and self.replay.size:
             self.replay.sampler.temperature.on_rollout(self.replay.sampler.window().advantages)  # ema / learnable
-        if self.clipping and c.clip_anchor == "iteration":
+        if self.clipping:
             self.anchor_actor.load_state_dict(self.actor.state_dict())
             self.anchor_critic.load_state_dict(self.critic.state_dict())
         for _ in range(c.num_steps):
@@ -224,7 +222,7 @@ class MADDPGTrainer(MATrainerBase):
     def critic_loss(self, batch: JointTransitions, ranges: Optional[ClipRanges] = None,
                     weights: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, dict]:
         """``L_Q``, the mean ``Q_i`` per agent ``(A,)``, the TD errors ``y - Q`` ``(B, A)`` and per-agent diagnostics;
-        with ``ranges`` agent i's Q is clipped around the target critic's by eps_V[i] (dapo-maddpg), with ``weights``
+        with ``ranges`` agent i's Q is clipped around the anchor critic's by eps_V[i] (dapo-maddpg), with ``weights``
         ``(B,)`` each sample's loss is weighted (importance correction)."""
         ids = self.agent_id.expand(batch.obs.shape[0], -1)
         with torch.no_grad():
@@ -246,7 +244,7 @@ class MADDPGTrainer(MATrainerBase):
     def actor_loss(self, batch: JointTransitions, ranges: Optional[ClipRanges] = None,
                    weights: Optional[Tensor] = None) -> tuple[Tensor, dict]:
         """``L_mu``: each agent's critic scores the buffer's joint action with its own slot from ``mu_i``; with
-        ``ranges`` agent i's action is kept within eps_pi[i] of the target actor's (dapo-maddpg)."""
+        ``ranges`` agent i's action is kept within eps_pi[i] of the anchor actor's (dapo-maddpg)."""
         ids = self.agent_id.expand(batch.obs.shape[0], -1)
         diag = {}
         if ranges is None:
@@ -258,7 +256,7 @@ class MADDPGTrainer(MATrainerBase):
         return per.mean() + (LOGIT_REG * raw.pow(2).mean() if self.spec.layout.discrete else 0.0), diag
 
     def _clipped_actions(self, obs: Tensor, ids: Tensor, ranges: ClipRanges) -> tuple[Tensor, Tensor, Tensor]:
-        """The exploring actions of ``mu`` within each agent's trust region around the target actor's."""
+        """The exploring actions of ``mu`` within each agent's trust region around the anchor actor's."""
         a = self.actor
         if a.discrete:
             raw, logits = dm.masked_logits(a, obs, ids)

@@ -30,7 +30,7 @@ from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
 from experiments.sweep import ROOT
 
 RECIPES = ROOT / "experiments" / "recipes" / "ma"
-VARIANTS = ("maddpg", "dapo-maddpg", "dapo-maddpg-weights", "dapo-maddpg-clips", "dapo-maddpg-iteration-anchor", "mappo",
+VARIANTS = ("maddpg", "dapo-maddpg", "dapo-maddpg-weights", "dapo-maddpg-clips", "mappo",
             "dapo-ma")
 REFERENCES = ("random", "greedy")
 ENV, KWARGS = "simple_spread_v3", {"N": 3, "local_ratio": 0.5, "max_cycles": 25}
