@@ -79,7 +79,10 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
         max_steps=batches * num_minibatches, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0,
         adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, temperature=1.0, top_k=0, top_p=1.0,
         use_cpu=True, bf16=False, seed=seed, shuffle_dataset=False, report_to="none", save_strategy="no",
-        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
+        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+        # GRPOConfig defaults to gradient checkpointing (trl 1.16); this toolkit does not checkpoint, so the peer
+        # would recompute activations that ours keeps: off, for equal settings
+        gradient_checkpointing=False)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
     if mask_positions:
         count_positions_from_mask(model)
