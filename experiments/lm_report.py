@@ -15,9 +15,8 @@ from experiments.result_rows import merge_rows, read_rows, write_rows
 RUNGS = ("grpo-lm", "lm-overlong-filter", "lm-clip-higher", "lm-soft-penalty", "lm-token-loss", "dapo-lm")
 NAMES = {"grpo-lm": "grpo-lm", "lm-overlong-filter": "+ overlong filtering", "lm-clip-higher": "+ clip-higher",
          "lm-soft-penalty": "+ soft penalty", "lm-token-loss": "+ token-level loss",
-         "dapo-lm": "+ dynamic sampling = dapo-lm", "trl-grpo-dapo-loss": "TRL GRPOTrainer, loss_type=dapo",
-         "trl-grpo-dapo-loss-maskpos": "TRL, GPT-2 counting positions from the mask"}
-TRLS = ("trl-grpo-dapo-loss", "trl-grpo-dapo-loss-maskpos")
+         "dapo-lm": "+ dynamic sampling = dapo-lm", "trl-grpo-dapo-loss": "TRL GRPOTrainer, loss_type=dapo"}
+TRLS = ("trl-grpo-dapo-loss",)
 
 
 def diff_ci(a, b, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
@@ -53,7 +52,7 @@ def report(args, wall: float) -> None:
     local = [json.loads(p.read_text()) for p in sorted((args.runs_dir / task).glob("*.row.json"))]
     local = [r for r in local if "failed" not in r]
     rows = merge_rows(read_rows(args.out / "results.csv"), local, ("algo", "task", "seed"))
-    rows = [r for r in rows if r.get("task") == task]
+    rows = [r for r in rows if r.get("task") == task and r.get("algo") in (*RUNGS, *TRLS)]  # retired labels out
     if rows:
         write_rows(args.out / "results.csv", rows)
     curve_rows = []
@@ -109,8 +108,7 @@ def report(args, wall: float) -> None:
                              f"{np.mean([r['updates'] for r in rs]):.0f} | {_ms([r['answers_per_s'] for r in rs])} | "
                              f"{np.mean([r['tokens_per_s'] for r in rs]):.0f} | "
                              f"{np.mean([r['peak_rss_mb'] for r in rs]):.0f} |")
-        for a, t in (("lm-token-loss", TRLS[0]), ("dapo-lm", TRLS[0]), ("lm-token-loss", TRLS[1]),
-                     ("dapo-lm", TRLS[1])):
+        for a, t in (("lm-token-loss", TRLS[0]), ("dapo-lm", TRLS[0])):
             trl = by[t]
             if by[a] and len(trl) > 1 and len(by[a]) > 1:
                 speed = np.mean([r["answers_per_s"] for r in by[a]]) / np.mean([r["answers_per_s"] for r in trl])
