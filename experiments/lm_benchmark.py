@@ -191,7 +191,6 @@ def main(argv=None, prog=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     wdir = args.runs_dir / args.task / "warm_start"
     wdir.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
     if not args.report_only:
         warm = warm_start(args.task, args.warm_steps, wdir)
         print("warm start", warm, flush=True)
@@ -212,7 +211,7 @@ def main(argv=None, prog=None) -> int:
             positions.write_text(json.dumps(position_mismatch(str(wdir / "model"), args.task), indent=1))
     from experiments.lm_report import report
 
-    report(args, time.time() - t0)
+    report(args)
     return 0
 
 

@@ -47,7 +47,17 @@ def curves(run_dir: Path, label: str, seed: int) -> list[dict]:
             for i, step in enumerate(m["global_step"]) if step > 0]
 
 
-def report(args, wall: float) -> None:
+def command(args) -> str:
+    """The benchmark's command line with the options this report was built with (``--report-only`` left out)."""
+    opts = f"--task {args.task} --answers {args.answers} --seeds {args.seeds} --trl-seeds {args.trl_seeds}"
+    if args.warm_steps != 400:
+        opts += f" --warm-steps {args.warm_steps}"
+    if args.no_default_run:
+        opts += " --no-default-run"
+    return f"python experiments/lm_benchmark.py {opts}"
+
+
+def report(args) -> None:
     task = args.task
     local = [json.loads(p.read_text()) for p in sorted((args.runs_dir / task).glob("*.row.json"))]
     local = [r for r in local if "failed" not in r]
@@ -134,10 +144,16 @@ def report(args, wall: float) -> None:
                   f"RL answers): held-out greedy accuracy {s['warm_start_accuracy']:.3f} after the warm start -> "
                   f"{s['heldout_accuracy']:.3f} at the end (sampled {s['warm_start_accuracy_sampled']:.3f} -> "
                   f"{s['heldout_accuracy_sampled']:.3f}); {s['wall_time_s'] / 60:.1f} min of training and evaluation."]
-    lines += ["", f"Command: `python experiments/lm_benchmark.py --task {task} --answers {args.answers} --seeds "
-              f"{args.seeds} --trl-seeds {args.trl_seeds}`; machine: {platform.processor() or platform.machine()}, "
-              "2 CPU cores shared with other work, one job at a time, torch 1 thread; this invocation "
-              f"{wall / 60:.0f} min (finished runs are skipped on re-runs).", "", "![curves](curves.png)"]
+    shown = [r for a in (*RUNGS, *TRLS) for r in by[a]]
+    runs_min = sum(r.get("process_wall_s", r["wall_time_s"]) for r in shown) / 60
+    earlier = (" (its default-run section comes from an earlier invocation without --no-default-run)"
+               if args.no_default_run and default.exists() else "")
+    lines += ["", f"Command: `{command(args)}`{earlier}; machine: {platform.processor() or platform.machine()}, "
+              "2 CPU cores shared with other work, one job at a time, torch 1 thread; the "
+              f"{len(shown)} runs in the tables took {runs_min:.0f} min of wall clock together (each run's own "
+              "process, evaluation included; finished runs are skipped on re-runs, so one invocation may time only "
+              "some).",
+              "", "![curves](curves.png)"]
     write_results_md(args.out / "results.md", "\n".join(lines))
     if curve_rows:
         plot(curve_rows, args.out / "curves.png")
