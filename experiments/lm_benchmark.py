@@ -5,8 +5,7 @@
 2. The ladder, each rung a recipe: grpo-lm, +overlong filtering (lm-overlong-filter), +clip-higher
    (lm-clip-higher), +soft penalty (lm-soft-penalty), +token-level loss (lm-token-loss), +dynamic sampling
    (dapo-lm); every run generates the same number of answers (filtered ones included).
-3. TRL's GRPOTrainer with its DAPO settings (experiments/lm_trl.py) from the same weights and prompts; optionally
-   (``--trl-maskpos-seeds``) also with a GPT-2 whose forward counts positions from the attention mask.
+3. TRL's GRPOTrainer with its DAPO settings (experiments/lm_trl.py) from the same weights and prompts.
 4. The default ``dapo run --algo dapo-lm`` end to end (warm start included), timed.
 5. Generation throughput: this toolkit's sampler against ``model.generate`` on the same batch.
 
@@ -19,7 +18,6 @@ throughput.json, results.md, accuracy.png.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -107,15 +105,15 @@ def rl_job(label: str, algo: str, recipe, task: str, seed: int, args, model_dir:
     return row
 
 
-def trl_job(task: str, seed: int, args, model_dir: Path, mask_positions: bool = False) -> dict:
-    label = TRL + ("-maskpos" if mask_positions else "")
+def trl_job(task: str, seed: int, args, model_dir: Path) -> dict:
+    label = TRL
     out = args.runs_dir / task / f"{label}__s{seed}"
     row_file = out.with_suffix(".row.json")
     if row_file.exists():
         return json.loads(row_file.read_text())
     out.mkdir(parents=True, exist_ok=True)
     spec = {"model_dir": str(model_dir), "task": task, "seed": seed, "answers": args.answers, "out_dir": str(out),
-            "row": str(row_file), "mask_positions": mask_positions}
+            "row": str(row_file)}
     code, wall, rss = run_child(["experiments.lm_trl", json.dumps(spec)], out.with_suffix(".log"))
     if code != 0 or not row_file.exists():
         return {"algo": label, "seed": seed, "failed": code}
@@ -185,8 +183,6 @@ def main(argv=None, prog=None) -> int:
     p.add_argument("--warm-steps", type=positive_int, default=400, help="supervised steps of the shared warm start")
     p.add_argument("--seeds", type=positive_int, default=5, help="RL seeds 1..N of every ladder rung")
     p.add_argument("--trl-seeds", type=int, default=5, help="seeds 1..N of the TRL peer (0: none)")
-    p.add_argument("--trl-maskpos-seeds", type=int, default=0, help="seeds 1..N of the TRL peer with a GPT-2 that "
-                   "counts positions from the attention mask (experiments/lm_trl.py)")
     p.add_argument("--no-default-run", action="store_true", help="skip timing the default dapo run")
     p.add_argument("--runs-dir", type=caller_path, default=Path("runs/lm_benchmark"))
     p.add_argument("--out", type=caller_path, default=Path("experiments/results/lm"))
@@ -195,7 +191,6 @@ def main(argv=None, prog=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     wdir = args.runs_dir / args.task / "warm_start"
     wdir.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
     if not args.report_only:
         warm = warm_start(args.task, args.warm_steps, wdir)
         print("warm start", warm, flush=True)
@@ -209,8 +204,6 @@ def main(argv=None, prog=None) -> int:
                 print(rl_job(label, algo, recipe, args.task, seed, args, wdir / "model"), flush=True)
             if seed <= args.trl_seeds:
                 print(trl_job(args.task, seed, args, wdir / "model"), flush=True)
-        for seed in range(1, args.trl_maskpos_seeds + 1):
-            print(trl_job(args.task, seed, args, wdir / "model", mask_positions=True), flush=True)
         positions = args.out / "trl_positions.json"
         if not positions.exists():
             from experiments.lm_trl import position_mismatch
@@ -218,7 +211,7 @@ def main(argv=None, prog=None) -> int:
             positions.write_text(json.dumps(position_mismatch(str(wdir / "model"), args.task), indent=1))
     from experiments.lm_report import report
 
-    report(args, time.time() - t0)
+    report(args)
     return 0
 
 

@@ -15,9 +15,8 @@ from experiments.result_rows import merge_rows, read_rows, write_rows
 RUNGS = ("grpo-lm", "lm-overlong-filter", "lm-clip-higher", "lm-soft-penalty", "lm-token-loss", "dapo-lm")
 NAMES = {"grpo-lm": "grpo-lm", "lm-overlong-filter": "+ overlong filtering", "lm-clip-higher": "+ clip-higher",
          "lm-soft-penalty": "+ soft penalty", "lm-token-loss": "+ token-level loss",
-         "dapo-lm": "+ dynamic sampling = dapo-lm", "trl-grpo-dapo-loss": "TRL GRPOTrainer, loss_type=dapo",
-         "trl-grpo-dapo-loss-maskpos": "TRL, GPT-2 counting positions from the mask"}
-TRLS = ("trl-grpo-dapo-loss", "trl-grpo-dapo-loss-maskpos")
+         "dapo-lm": "+ dynamic sampling = dapo-lm", "trl-grpo-dapo-loss": "TRL GRPOTrainer, loss_type=dapo"}
+TRLS = ("trl-grpo-dapo-loss",)
 
 
 def diff_ci(a, b, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
@@ -48,12 +47,22 @@ def curves(run_dir: Path, label: str, seed: int) -> list[dict]:
             for i, step in enumerate(m["global_step"]) if step > 0]
 
 
-def report(args, wall: float) -> None:
+def command(args) -> str:
+    """The benchmark's command line with the options this report was built with (``--report-only`` left out)."""
+    opts = f"--task {args.task} --answers {args.answers} --seeds {args.seeds} --trl-seeds {args.trl_seeds}"
+    if args.warm_steps != 400:
+        opts += f" --warm-steps {args.warm_steps}"
+    if args.no_default_run:
+        opts += " --no-default-run"
+    return f"python experiments/lm_benchmark.py {opts}"
+
+
+def report(args) -> None:
     task = args.task
     local = [json.loads(p.read_text()) for p in sorted((args.runs_dir / task).glob("*.row.json"))]
     local = [r for r in local if "failed" not in r]
     rows = merge_rows(read_rows(args.out / "results.csv"), local, ("algo", "task", "seed"))
-    rows = [r for r in rows if r.get("task") == task]
+    rows = [r for r in rows if r.get("task") == task and r.get("algo") in (*RUNGS, *TRLS)]  # retired labels out
     if rows:
         write_rows(args.out / "results.csv", rows)
     curve_rows = []
@@ -109,8 +118,7 @@ def report(args, wall: float) -> None:
                              f"{np.mean([r['updates'] for r in rs]):.0f} | {_ms([r['answers_per_s'] for r in rs])} | "
                              f"{np.mean([r['tokens_per_s'] for r in rs]):.0f} | "
                              f"{np.mean([r['peak_rss_mb'] for r in rs]):.0f} |")
-        for a, t in (("lm-token-loss", TRLS[0]), ("dapo-lm", TRLS[0]), ("lm-token-loss", TRLS[1]),
-                     ("dapo-lm", TRLS[1])):
+        for a, t in (("lm-token-loss", TRLS[0]), ("dapo-lm", TRLS[0])):
             trl = by[t]
             if by[a] and len(trl) > 1 and len(by[a]) > 1:
                 speed = np.mean([r["answers_per_s"] for r in by[a]]) / np.mean([r["answers_per_s"] for r in trl])
@@ -136,10 +144,16 @@ def report(args, wall: float) -> None:
                   f"RL answers): held-out greedy accuracy {s['warm_start_accuracy']:.3f} after the warm start -> "
                   f"{s['heldout_accuracy']:.3f} at the end (sampled {s['warm_start_accuracy_sampled']:.3f} -> "
                   f"{s['heldout_accuracy_sampled']:.3f}); {s['wall_time_s'] / 60:.1f} min of training and evaluation."]
-    lines += ["", f"Command: `python experiments/lm_benchmark.py --task {task} --answers {args.answers} --seeds "
-              f"{args.seeds} --trl-seeds {args.trl_seeds}`; machine: {platform.processor() or platform.machine()}, "
-              "2 CPU cores shared with other work, one job at a time, torch 1 thread; this invocation "
-              f"{wall / 60:.0f} min (finished runs are skipped on re-runs).", "", "![curves](curves.png)"]
+    shown = [r for a in (*RUNGS, *TRLS) for r in by[a]]
+    runs_min = sum(r.get("process_wall_s", r["wall_time_s"]) for r in shown) / 60
+    earlier = (" (its default-run section comes from an earlier invocation without --no-default-run)"
+               if args.no_default_run and default.exists() else "")
+    lines += ["", f"Command: `{command(args)}`{earlier}; machine: {platform.processor() or platform.machine()}, "
+              "2 CPU cores shared with other work, one job at a time, torch 1 thread; the "
+              f"{len(shown)} runs in the tables took {runs_min:.0f} min of wall clock together (each run's own "
+              "process, evaluation included; finished runs are skipped on re-runs, so one invocation may time only "
+              "some).",
+              "", "![curves](curves.png)"]
     write_results_md(args.out / "results.md", "\n".join(lines))
     if curve_rows:
         plot(curve_rows, args.out / "curves.png")

@@ -7,6 +7,10 @@ TRL's side: ``loss_type="dapo"`` (token-level loss), ``epsilon=0.2``, ``epsilon_
 from ``trl.rewards`` added to the verifier's +1/-1, ``scale_rewards="group"``.  TRL has no dynamic sampling, so
 the like-for-like rung of ours is ``lm-token-loss`` (everything of dapo-lm but the group filter).  Evaluation
 uses this toolkit's held-out problems and greedy decoding on the model TRL trained.
+
+Two settings differ from a bare ``GRPOConfig``, both for equal settings: no gradient checkpointing (ours does
+none) and a GPT-2 whose backbone counts positions from the attention mask (:func:`count_positions_from_mask`;
+without it TRL's loss would see left-padded prompts at shifted absolute positions).
 """
 from __future__ import annotations
 
@@ -17,29 +21,38 @@ from pathlib import Path
 
 
 def count_positions_from_mask(model) -> None:
-    """Make a GPT-2's forward count positions from the attention mask when it is given none (a full, uncached
-    pass), as ``generate`` does: TRL 1.16 computes its loss's log-probabilities without ``position_ids``, so with
-    left-padded prompts and absolute position embeddings they would be those of shifted positions
-    (:func:`position_mismatch`).  A change of the model's forward, not of TRL."""
+    """Make a GPT-2's backbone count positions from the attention mask whenever it is given none, as this toolkit
+    and ``generate`` count them (the first real token is position 0, left padding takes none).
+
+    Why the peer needs it: TRL 1.16 computes its loss's log-probabilities with ``model(input_ids, attention_mask,
+    labels, fused_lm_head=True)`` and no ``position_ids``; its fused LM head (``trl.trainer.utils.add_fused_lm_head``)
+    calls the backbone (``model.base_model``) directly.  A GPT-2 has absolute position embeddings, so with
+    left-padded prompts every token of the loss would sit at a position shifted by the prompt's padding: on this
+    task's warm start the trained log-probabilities differ from those the answers were sampled with by about 1.7
+    nats per token (trl_positions.json), and TRL would optimise a different policy from the one it samples.  Models
+    with rotary positions, which TRL's users train, do not see a constant shift, so this is a fix of the model
+    used here, not a change of TRL: the patch sits on the backbone, under both TRL's fused head and ``generate``.
+    (An earlier version patched ``model.forward``, which the fused head bypasses: it changed nothing.)"""
     import functools
 
-    inner = model.forward
+    backbone = model.base_model
+    inner = backbone.forward
 
     @functools.wraps(inner)
     def forward(*args, **kwargs):
         ids, mask = kwargs.get("input_ids", args[0] if args else None), kwargs.get("attention_mask")
-        if kwargs.get("position_ids") is None and ids is not None and mask is not None and mask.shape == ids.shape:
-            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).clamp_min(0)
+        if kwargs.get("position_ids") is None and ids is not None and mask is not None and mask.dim() == 2 \
+                and mask.shape[0] == ids.shape[0] and mask.shape[1] >= ids.shape[1]:
+            # the last ids.shape[1] positions: the whole sequence, or the new tokens of a cached pass
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).clamp_min(0)[:, -ids.shape[1]:]
         return inner(*args, **kwargs)
 
-    model.forward = forward
+    backbone.forward = forward
 
 
 def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Path, prompts_per_batch: int = 16,
-            group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200,
-            mask_positions: bool = False) -> dict:
-    """Train with TRL for ``answers`` generated answers (whole batches) and return the results row; with
-    ``mask_positions`` the model counts positions from the attention mask (:func:`count_positions_from_mask`)."""
+            group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200) -> dict:
+    """Train with TRL for ``answers`` generated answers (whole batches) and return the results row."""
     import numpy as np
     import torch
     from datasets import Dataset
@@ -79,10 +92,12 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
         max_steps=batches * num_minibatches, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0,
         adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, temperature=1.0, top_k=0, top_p=1.0,
         use_cpu=True, bf16=False, seed=seed, shuffle_dataset=False, report_to="none", save_strategy="no",
-        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
+        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+        # GRPOConfig defaults to gradient checkpointing (trl 1.16); this toolkit does not checkpoint, so the peer
+        # would recompute activations that ours keeps: off, for equal settings
+        gradient_checkpointing=False)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
-    if mask_positions:
-        count_positions_from_mask(model)
+    count_positions_from_mask(model)  # GPT-2's absolute positions under TRL's loss forward (see the function)
     trainer = GRPOTrainer(model=model, reward_funcs=[correctness, get_soft_overlong_punishment(limit, buffer)],
                           args=config, train_dataset=data, processing_class=hf_tok)
     t0 = time.perf_counter()
@@ -90,8 +105,7 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
     wall = time.perf_counter() - t0
     final = heldout_accuracy(trainer.model, tok, task, task.heldout_set(eval_problems), limit, torch.device("cpu"),
                              samples=4, seed=seed + 10_000)
-    label = "trl-grpo-dapo-loss" + ("-maskpos" if mask_positions else "")
-    return {"algo": label, "task": task_name, "seed": seed, "answers_generated": generated["answers"],
+    return {"algo": "trl-grpo-dapo-loss", "task": task_name, "seed": seed, "answers_generated": generated["answers"],
             "updates": batches * num_minibatches, "wall_time_s": round(wall, 2),
             "answers_per_s": round(generated["answers"] / wall, 2), "tokens_per_s": round(generated["tokens"] / wall, 1),
             "heldout_accuracy": final["greedy"], "heldout_accuracy_sampled": final["sampled"],
@@ -102,8 +116,7 @@ if __name__ == "__main__":  # one run per process, so that the peak memory is it
     import sys
 
     args = json.loads(sys.argv[1])
-    row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]),
-                  mask_positions=args.get("mask_positions", False))
+    row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]))
     Path(args["row"]).write_text(json.dumps(row))
 
 
@@ -111,7 +124,8 @@ def position_mismatch(model_dir: str, task_name: str, n: int = 128, seed: int = 
     """How far a left-padded batch's log-probabilities move when positions count from the padding (a forward pass
     without ``position_ids``, as TRL 1.16's GRPOTrainer makes for its loss) instead of from the first real token
     (as ``generate`` and this toolkit count them): per answer token, |log p_arange - log p_mask|, and the share of
-    tokens whose implied ratio leaves [0.8, 1.28]."""
+    tokens whose implied ratio leaves [0.8, 1.28]; and the same difference for the peer as it now runs (TRL's fused
+    LM head on the GPT-2 of :func:`count_positions_from_mask`), which should be float noise."""
     import numpy as np
     import torch
     from transformers import AutoModelForCausalLM
@@ -133,10 +147,21 @@ def position_mismatch(model_dir: str, task_name: str, n: int = 128, seed: int = 
         logits = model(input_ids=full, attention_mask=torch.cat([mask, real.long()], 1)).logits  # arange positions
         lp = torch.log_softmax(logits[:, ids.shape[1] - 1:-1].float(), -1)
         by_arange = lp.gather(-1, out.tokens[..., None]).squeeze(-1)
+        # the peer's path: TRL's fused LM head (as GRPOTrainer adds it) on the GPT-2 of count_positions_from_mask
+        from trl.trainer.utils import add_fused_lm_head
+
+        add_fused_lm_head(model)
+        count_positions_from_mask(model)
+        att = torch.cat([mask, real.long()], 1)
+        labels = full.masked_fill(att == 0, -100)
+        labels[:, :ids.shape[1]] = -100
+        by_peer = model(input_ids=full, attention_mask=att, labels=labels, fused_lm_head=True).log_probs
+        by_peer = by_peer[:, -out.tokens.shape[1]:]
     delta = (by_arange - by_mask)[real]
     padded = (mask == 0).any(1)[:, None].expand_as(real)[real]
     ratio = delta.exp()
     return {"tokens": int(real.sum()), "padded_prompt_share": float(padded.float().mean()),
             "mean_abs_delta_logp": float(delta.abs().mean()),
             "mean_abs_delta_logp_padded": float(delta[padded].abs().mean()),
-            "ratio_outside_clip_share": float(((ratio < 0.8) | (ratio > 1.28)).float().mean())}
+            "ratio_outside_clip_share": float(((ratio < 0.8) | (ratio > 1.28)).float().mean()),
+            "peer_mean_abs_delta_logp": float((by_peer - by_mask)[real].abs().mean())}

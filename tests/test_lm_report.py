@@ -24,9 +24,15 @@ def test_report_from_rows(tmp_path):
                    "tokens_per_s": 1000.0, "heldout_accuracy": base + 0.01 * seed, "heldout_accuracy_sampled": base,
                    "peak_rss_mb": 900.0}
             (runs / "add" / f"{algo}__s{seed}.row.json").write_text(json.dumps(row))
-    args = SimpleNamespace(task="add", runs_dir=runs, out=out, answers=3840, seeds=3, trl_seeds=3)
-    report(args, 60.0)
+    (runs / "add" / "trl-grpo-dapo-loss-maskpos__s1.row.json").write_text(json.dumps({**row, "algo": "retired"}))
+    args = SimpleNamespace(task="add", runs_dir=runs, out=out, answers=3840, seeds=3, trl_seeds=3, warm_steps=400,
+                           no_default_run=True)
+    report(args)
     md = (out / "results.md").read_text()
+    assert ("Command: `python experiments/lm_benchmark.py --task add --answers 3840 --seeds 3 --trl-seeds 3 "
+            "--no-default-run`;") in md
+    assert "the 9 runs in the tables took 15 min of wall clock together" in md  # 9 x 100 s; no invocation time
+    assert "retired" not in md
     assert "| + dynamic sampling = dapo-lm | 3 | 0.610, 0.620, 0.630 | 0.620 +- 0.010 |" in md
     assert "+0.200 [+0.187, +0.213] *" in md  # dapo-lm vs grpo-lm: the seeds' spread of 0.01 either way
     assert ("vs TRL GRPOTrainer, loss_type=dapo: answers/s ratio 2.00x (of the means; per seed, the two runs back "
