@@ -133,6 +133,9 @@ def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[
         fam = next((f for f in plugins().families if f.name == family), None)
         if fam is None:
             raise ConfigError(f"unknown family '{family}'; families: {', '.join(f.name for f in plugins().families)}")
+    elif "algo" not in explicit and dataclasses.is_dataclass(config) and not isinstance(config, type):
+        # a config object left at its defaults names no algorithm: its class names the family
+        fam = next((f for f in plugins().families if f.get("config") is type(config)), None)
     env_callable = callable(explicit.get("env"))
     if env_callable:  # recorded as 'module:name' so that eval and resume can make it again
         explicit["env"] = (fam or family_for(explicit)).get("env_reference")(explicit["env"])

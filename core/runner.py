@@ -64,13 +64,15 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> TrainConfig:
 def resume_config(cls: type, saved, overrides: dict[str, Any], replaceable: tuple[str, ...] = ()):
     """A saved config with the options that may change on resume (and ``replaceable`` ones) replaced; any other option
     is refused."""
-    frozen = sorted(set(overrides) - RESUMABLE_OVERRIDES - {"run_dir"} - set(replaceable))  # run_dir: the CLI's
-    if frozen == ["env"] and str(saved.env).startswith(LOCAL_NAMESPACE + "/"):
-        raise ConfigError(f"--env cannot change when resuming; this run's env {saved.env} was a Python callable (a "
+    resumable = RESUMABLE_OVERRIDES & {f.name for f in dataclasses.fields(cls)}  # the ones this family has
+    frozen = sorted(set(overrides) - resumable - {"run_dir"} - set(replaceable))  # run_dir: the CLI's
+    saved_env = getattr(saved, "env", None)
+    if frozen == ["env"] and str(saved_env).startswith(LOCAL_NAMESPACE + "/"):
+        raise ConfigError(f"--env cannot change when resuming; this run's env {saved_env} was a Python callable (a "
                           "lambda or a local function): pass it again, core.train(resume=run_dir, env=make_env)")
     if frozen:
         raise ConfigError(f"--{frozen[0].replace('_', '-')} cannot change when resuming; only "
-                          f"{', '.join('--' + k.replace('_', '-') for k in sorted(RESUMABLE_OVERRIDES))} can")
+                          f"{', '.join('--' + k.replace('_', '-') for k in sorted(resumable))} can")
     return dataclasses.replace(saved, **overrides)  # run_dir: the directory being resumed, wherever it was made
 
 

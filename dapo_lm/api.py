@@ -15,14 +15,11 @@ from core.api import EvalResult, RunResult
 from core.api import train as core_train
 
 
-def train(config=None, *, resume: Optional[Union[str, Path]] = None, **options: Any) -> RunResult:
-    """Train one run (default algorithm: dapo-lm); see :func:`core.api.train`."""
-    from dapo_lm.config import LMConfig
-
-    if resume is None and "algo" not in options and not (isinstance(config, dict) and "algo" in config) \
-            and not isinstance(config, LMConfig):
-        options["algo"] = LMConfig.algo
-    return core_train(config, resume=resume, **options)
+def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,
+          **options: Any) -> RunResult:
+    """Train one run of this family (default algorithm: dapo-lm, unless options or a recipe name another); see
+    :func:`core.api.train`."""
+    return core_train(config, resume=resume, family="Sequence generation", trust_env=trust_env, **options)
 
 
 def load(run_dir: Union[str, Path], device: str = "cpu", env=None, trust_env: bool = False) -> "LMAgent":

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.checkpoint import load_checkpoint, load_state, require, write_json
-from core.cli_config import load_run_config as read_run_config
+from core.cli_config import load_run_config as read_run_config, required_fields
 from core.config import RunInterrupted, check_device
 from core.logging import MetricLogger, Progress
 from core.loop import rounded_budget
@@ -22,7 +22,9 @@ CHECKPOINT_KEYS = ("global_step", "warm_step", "model", "optimizer", "rng")
 
 def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
     """The saved config (``trust_env`` is part of the family protocol; LM configs name no code to import)."""
-    return read_run_config(run_dir, LMConfig)
+    required = ("task", *(name for name in required_fields(LMConfig, ("run_dir", "model_dir", "micro_batch_size"))
+                          if name != "env"))
+    return read_run_config(run_dir, LMConfig, required=required)
 
 
 def default_run_dir(cfg: LMConfig) -> str:

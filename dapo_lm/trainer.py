@@ -254,9 +254,13 @@ class LMTrainer:
         self.optimizer = self._optimizer()
         self.optimizer.load_state_dict(s["optimizer"])
         set_rng_state(s["rng"])
-        self.gen.set_state(s["generator"].to(self.gen.get_state().device))
+        saved_gen = s["generator"]
+        if saved_gen.numel() == self.gen.get_state().numel():
+            self.gen.set_state(saved_gen.to(self.gen.get_state().device))
+        else:  # saved on another device type (cuda <-> cpu): its sampling stream cannot move; a fresh, seeded one
+            self.gen.manual_seed(self.cfg.seed + self.global_step)
         self.rng.bit_generator.state = s["np_rng"]
-        self.filter.load_state_dict(s["filter"])
+        self.filter.load_state_dict(s["filter"])  # surplus groups live on the CPU (dapo_lm.rollout)
         self.health.load_state_dict(s["health"])
         self.health_counts.update(s["health_counts"])
         self.health_events = list(s["health_events"])

@@ -18,8 +18,8 @@ iteration (a snapshot taken before the gradient steps between two collections, a
 collected the data). Anchors on the Polyak targets were measured first and bound on 80-90% of the samples, which
 left most gradients at zero (experiments/results/ma_maddpg/anchor_study):
 
-- critic of agent i, with ``Q^a`` the anchor critic: ``Q_clip = Q^a_i(o, a) + clip(Q_i(o, a) - Q^a_i(o, a), -eps_V[i] s_i,
-  eps_V[i] s_i)`` and the loss
+- critic of agent i, with ``Q^a`` the anchor critic:
+  ``Q_clip = Q^a_i(o, a) + clip(Q_i(o, a) - Q^a_i(o, a), -eps_V[i] s_i, eps_V[i] s_i)`` and the loss
   ``max((Q_i - y_i)^2, (Q_clip - y_i)^2)`` (DAPO's value clip), with ``s_i`` the batch's std of agent i's targets, so
   that eps_V is a share of the value scale (MPE's raw returns are tens of units);
 - discrete actor i (straight-through Gumbel-softmax): the soft sample ``y`` and the anchor actor's ``y'`` under the
@@ -105,8 +105,8 @@ class SharedPriorityReplay:
 def clipped_q(q: Tensor, q_anchor: Tensor, targets: Tensor, eps_v: Tensor) -> tuple[Tensor, Tensor]:
     """Per-sample clipped critic loss ``max((Q - y)^2, (Q_clip - y)^2)`` ``(B, A)`` and the clipped share ``(A,)``.
 
-    ``q``, ``q_anchor`` (the target critic's), ``targets`` ``(B, A)``; ``eps_v`` ``(A,)`` in units of each agent's
-    batch std of targets."""
+    ``q``, ``q_anchor`` (the anchor critic's: the critic at the start of the iteration), ``targets`` ``(B, A)``;
+    ``eps_v`` ``(A,)`` in units of each agent's batch std of targets."""
     scale = eps_v * targets.std(0).clamp_min(1e-6)                                  # (A,)
     q_clip = q_anchor + (q - q_anchor).clamp(-scale, scale)
     per = torch.max((q - targets).pow(2), (q_clip - targets).pow(2))

@@ -209,7 +209,7 @@ class MADDPGTrainer(MATrainerBase):
 
     def _watch_health(self, episodes, value_errors: np.ndarray) -> None:
         """dapo-maddpg's per-agent monitors (a no-op when they are off): a collapse restores the agent's actor
-        (and the target actor, the clip anchor) and widens its eps_pi; a divergence its eps_V and the critic lr."""
+        (and the target and anchor actors) and widens its eps_pi; a divergence its eps_V and the critic lr."""
         if not self.cfg.health_monitors:
             return
         returns = np.stack([ep.returns for ep in episodes]) if episodes else np.zeros((0, self.n_agents))

@@ -65,7 +65,7 @@ def new_rows(path: Path) -> list[dict]:
     from experiments.result_rows import read_rows
 
     return [row(r["env"], r["variant"], r["seed"], r["final_return_mean"], r["total_steps"], "fair runs")
-            for r in read_rows(path) if r["variant"].endswith("-recipe") and r["seed"] in SEEDS]
+            for r in read_rows(path) if r["variant"].endswith("-recipe") and r["seed"] in SEEDS and r["env"] in SOURCES]
 
 
 def scores(rows: list[dict], env: str, label: str) -> np.ndarray:
@@ -99,13 +99,15 @@ def report(rows: list[dict], command: str) -> list[str]:
                f"{cell(scores(rows, env, 'dapo'))} |", ""]
     md += ["## Mechanism-only effect", "",
            "P(run pairs won) by dapo-mechanisms against each peer under the same settings (0.5: level).", "",
-           "| env | vs grpo (recipe) | vs ppo (recipe) | vs grpo (CleanRL) | vs ppo (CleanRL) |", "|---|---|---|---|---|"]
+           "| env | vs grpo (recipe) | vs ppo (recipe) | vs grpo (CleanRL) | vs ppo (CleanRL) |",
+           "|---|---|---|---|---|"]
     for env in envs:
         def p(a: str, b: str) -> str:
             x, y = scores(rows, env, a), scores(rows, env, b)
             return f"{probability_of_improvement({env: x}, {env: y}):.2f}" if len(x) and len(y) else "-"
-        md.append(f"| {env} | {p('dapo-mechanisms-recipe', 'grpo-recipe')} | {p('dapo-mechanisms-recipe', 'ppo-recipe')} "
-                  f"| {p('dapo-mechanisms', 'grpo')} | {p('dapo-mechanisms', 'ppo')} |")
+        md.append(f"| {env} | {p('dapo-mechanisms-recipe', 'grpo-recipe')} | "
+                  f"{p('dapo-mechanisms-recipe', 'ppo-recipe')} | {p('dapo-mechanisms', 'grpo')} | "
+                  f"{p('dapo-mechanisms', 'ppo')} |")
     return md
 
 
@@ -118,11 +120,13 @@ def main(argv=None, prog=None) -> int:
     if args.new is not None and not args.new.is_file():
         p.error(f"--new {args.new}: no such file")
     from experiments.notes import write_results_md
-    from experiments.result_rows import merge_rows, read_rows, write_rows
+    from experiments.result_rows import check_budget, merge_rows, read_rows, write_rows
 
     key = ("env", "variant", "seed")
     committed = [r for r in read_rows(args.out / "results.csv") if r["source"] == "fair runs"]
-    rows = merge_rows(committed, copied_rows() + (new_rows(args.new) if args.new else []), key)
+    new = new_rows(args.new) if args.new else []
+    check_budget(new, BUDGET, args.new)  # a shorter fair run must not enter a 1M table
+    rows = merge_rows(committed, copied_rows() + new, key)
     rows.sort(key=lambda r: (list(SOURCES).index(r["env"]), r["variant"], r["seed"]))
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "results.csv", rows)

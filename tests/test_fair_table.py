@@ -34,6 +34,7 @@ def test_new_rows_merge_and_survive_a_rebuild(tmp_path):
         w.writerow(["env", "variant", "seed", "total_steps", "final_return_mean"])
         w.writerow(["HalfCheetah-v5", "grpo-recipe", 1, 999424, 1234.5])
         w.writerow(["HalfCheetah-v5", "grpo", 1, 999424, 1.0])  # a CleanRL-settings row is never taken from --new
+        w.writerow(["Hopper-v5", "grpo-recipe", 1, 999424, 2.0])  # an env outside the table is left out
     out = tmp_path / "fair"
     assert ft.main(["--new", str(new), "--out", str(out)]) == 0
     assert ft.main(["--out", str(out)]) == 0  # a rebuild keeps the merged runs
@@ -45,3 +46,13 @@ def test_new_rows_merge_and_survive_a_rebuild(tmp_path):
     md = (out / "results.md").read_text()
     assert "| grpo | " in md and "1234 (1 run: no spread yet)" in md
     assert "not run" in md  # ppo-recipe has no runs
+
+
+def test_a_run_of_another_budget_is_refused(tmp_path):
+    import pytest
+
+    new = tmp_path / "fair.csv"
+    new.write_text("env,variant,seed,total_steps,final_return_mean\nHalfCheetah-v5,ppo-recipe,1,20480,5.0\n")
+    with pytest.raises(SystemExit, match="20480"):
+        ft.main(["--new", str(new), "--out", str(tmp_path / "fair")])
+    assert not (tmp_path / "fair").exists()

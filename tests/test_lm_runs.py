@@ -163,3 +163,51 @@ def test_trainer_update_is_the_same_with_gradient_accumulation(tmp_path, aggrega
         t.update(groups)
         results.append(torch.cat([p.detach().flatten() for p in t.model.parameters()]))
     assert torch.allclose(results[0], results[1], atol=1e-6)
+
+
+def test_python_train_picks_the_family_from_a_config_object_and_keeps_a_recipes_algo(tmp_path, monkeypatch):
+    """dapo_lm.train(LMConfig()) trains sequence generation (a default config names no algorithm), and a recipe that
+    says grpo-lm is not overridden by the family's default algorithm."""
+    import dapo_lm
+    import dapo_lm.runner
+    from dapo_lm.config import LMConfig
+
+    seen = []
+    monkeypatch.setattr(dapo_lm.runner, "run_experiment", lambda cfg, resume=False: seen.append(cfg) or None)
+    dapo_lm.train(LMConfig(), run_dir=str(tmp_path / "a"))
+    import core
+    core.train(LMConfig(task="mul"), run_dir=str(tmp_path / "b"))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("algo: grpo-lm\n")
+    dapo_lm.train(recipe=(str(recipe),), run_dir=str(tmp_path / "c"))
+    assert [(type(c).__name__, c.algo, c.task) for c in seen] == [
+        ("LMConfig", "dapo-lm", "add"), ("LMConfig", "dapo-lm", "mul"), ("LMConfig", "grpo-lm", "add")]
+
+
+def test_a_checkpoint_from_another_device_type_loads(tmp_path):
+    """A run trained on CUDA has a 16-byte generator state; on the CPU (dapo eval's default) it cannot be restored,
+    so the trainer reseeds its sampling stream instead of refusing the checkpoint."""
+    import torch
+
+    from dapo_lm.config import resolve
+    from dapo_lm.trainer import LMTrainer
+
+    cfg = resolve({"algo": "grpo-lm", "n_layer": 1, "n_head": 2, "n_embd": 16, "warm_start_steps": 0, "device": "cpu",
+                   "run_dir": str(tmp_path)})
+    state = LMTrainer(cfg, tmp_path).state_dict()
+    state["generator"] = torch.zeros(16, dtype=torch.uint8)  # the size of a CUDA generator's state
+    loaded = LMTrainer(cfg, tmp_path, state)
+    fresh = torch.Generator().manual_seed(cfg.seed)
+    assert torch.equal(loaded.gen.get_state(), fresh.get_state())
+
+
+def test_resume_refuses_options_this_family_does_not_have_in_one_line():
+    from core.config import ConfigError
+    from core.runner import resume_config
+    from dapo_lm.config import LMConfig, resolve
+
+    saved = resolve({"run_dir": "x"})
+    with pytest.raises(ConfigError, match="--eval-episodes cannot change when resuming") as e:
+        resume_config(LMConfig, saved, {"eval_episodes": 5})
+    assert "--total-steps" in str(e.value) and "--eval-episodes," not in str(e.value)
+    assert resume_config(LMConfig, saved, {"total_steps": 99}).total_steps == 99
