@@ -10,7 +10,8 @@ evaluation episodes (``eval.json``: return, landmarks covered at the end, collis
   return over 25 steps);
 - ``steps_to_threshold``: env steps until the 10-update moving mean first reaches 90% of MADDPG's final gain over
   random (MADDPG's final: the mean of its seeds' final_return), per action type;
-- the convergence speed-up: median steps of a variant / median steps of MADDPG, with a bootstrap 95% CI.
+- the convergence speed-up: median steps of a variant / median steps of MADDPG, with a bootstrap 95% CI (a seed that
+  never reaches the threshold counts as the budget).
 """
 from __future__ import annotations
 
@@ -130,10 +131,12 @@ def report(args, wall: float) -> None:
                       "eval_return": round(r["return"], 3)} for s, r in zip(args.seed_list, stats)]
         lines += table(actions, rows, finals, reach, refs, threshold, r_random)
     write_rows(args.out / "results.csv", rows)
+    run_hours = sum(r.get("wall_time_s", 0) for r in rows) / 3600
     lines += ["", f"Command: `python experiments/ma_benchmark.py --suite maddpg {' '.join(args.argv)}`; machine: "
-              f"{platform.processor() or platform.machine()}, 2 CPU cores shared with other work, no GPU; wall time of this "
-              f"invocation {wall / 60:.1f} min (finished runs are skipped). Spreads are sample std (ddof=1); IQM with a "
-              "stratified-bootstrap 95% CI over seeds; speed-up CIs resample seeds within each variant (5000 draws).",
+              f"{platform.processor() or platform.machine()}, 2 CPU cores shared with other work, no GPU; the runs "
+              f"took {run_hours:.1f} CPU hours in all (finished runs are skipped on re-runs). Spreads are sample std "
+              "(ddof=1); IQM with a stratified-bootstrap 95% CI over seeds; speed-up CIs resample seeds within each "
+              "variant (5000 draws; a seed that never reached the threshold counts as the budget).",
               "", *[f"![{a}](curves_{a}.png)" for a in args.actions]]
     write_results_md(args.out / "results.md", "\n".join(lines))
     for actions in args.actions:
@@ -152,7 +155,8 @@ def table(actions, rows, finals, reach, refs, threshold, r_random) -> list[str]:
         mine = [r for r in rows if r["algo"] == v and r["actions"] == actions]
         hits = np.array(reach[v], float)
         lo, hi = stratified_bootstrap_ci({"spread": x}, iqm, reps=5000) if len(x) > 1 else (math.nan, math.nan)
-        ratio = ms.ratio_of_medians_ci(hits, base) if v != "maddpg" and len(base) else None
+        budget = max(r["total_steps"] for r in rows)  # a seed that never reached counts as the budget
+        ratio = ms.ratio_of_medians_ci(hits, base, budget=budget) if v != "maddpg" and len(base) else None
         reached = hits[~np.isnan(hits)]
         lines.append(f"| {v} | {len(x)} | {x.mean():.2f} +- {x.std(ddof=1) if len(x) > 1 else math.nan:.2f} | "
                      f"{iqm(x):.2f} [{lo:.2f}, {hi:.2f}] | {np.mean([r['landmarks_covered'] for r in mine]):.2f} | "

@@ -117,10 +117,13 @@ def final_gain_threshold(r_random: float, finals: np.ndarray, share: float = 0.9
     return float(r_random + share * (np.mean(finals) - r_random))
 
 
-def ratio_of_medians_ci(a: np.ndarray, b: np.ndarray, reps: int = 5000, seed: int = 0) -> tuple[float, float, float]:
-    """median(a) / median(b) with a 95% bootstrap CI (seeds resampled within each group); NaNs (never reached)
-    count as reaching after the budget, i.e. +inf."""
-    a, b = np.nan_to_num(np.asarray(a, float), nan=np.inf), np.nan_to_num(np.asarray(b, float), nan=np.inf)
+def ratio_of_medians_ci(a: np.ndarray, b: np.ndarray, reps: int = 5000, seed: int = 0,
+                        budget: Optional[float] = None) -> tuple[float, float, float]:
+    """median(a) / median(b) with a 95% bootstrap CI (seeds resampled within each group).  NaNs (never reached)
+    count as ``budget`` when given (the earliest they could have reached: a censored value, as in the sparse suite),
+    else as +inf, where a resample with both medians infinite leaves the CI undefined (NaN)."""
+    never = np.inf if budget is None else float(budget)
+    a, b = np.nan_to_num(np.asarray(a, float), nan=never), np.nan_to_num(np.asarray(b, float), nan=never)
     rng = np.random.default_rng(seed)
     with np.errstate(invalid="ignore", divide="ignore"):  # inf / inf (neither reached): NaN
         ratio = float(np.median(a) / np.median(b))
