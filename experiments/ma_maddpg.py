@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import platform
-import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -101,7 +101,7 @@ def sweep(args) -> None:
             print("done", f.result(), flush=True)
 
 
-def report(args, wall: float) -> None:
+def report(args) -> None:
     rows, lines = [], [f"# DAPO on MADDPG, simple_spread_v3 ({args.steps:,} env steps per run)", ""]
     for actions in args.actions:
         refs = {n: [reference(n, actions, s) for s in args.seed_list] for n in REFERENCES}
@@ -188,7 +188,9 @@ def plot(args, actions: str) -> None:
         for d in ds:
             steps, _, smooth = curve(d)
             curves.append(np.interp(grid, steps[len(steps) - len(smooth):], smooth, left=np.nan))
-        mean = np.nanmean(np.stack(curves), 0) if curves else grid * np.nan
+        with warnings.catch_warnings():  # grid points before any run's first smoothed value are all-NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(np.stack(curves), 0)
         ax.plot(grid, mean, lw=2, label=f"{v} ({len(ds)})")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("episode return per agent (10-update mean)")
@@ -204,8 +206,7 @@ def main(args) -> int:
     """Run the sweep (unless --report-only) and write results.csv, results.md and the curves."""
     args.seed_list = list(range(1, args.seeds + 1))
     args.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
     if not args.report_only:
         sweep(args)
-    report(args, time.time() - t0)
+    report(args)
     return 0
