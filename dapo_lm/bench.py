@@ -16,7 +16,7 @@ def gpu_check_rows(device: str, tiny: bool) -> Iterator[dict]:
     import torch
 
     from dapo_lm.config import resolve
-    from dapo_lm.model import autocast, left_pad, sample
+    from dapo_lm.model import autocast, left_pad, sample, uses_bf16
     from dapo_lm.trainer import LMTrainer
 
     size = {"n_layer": 1, "n_head": 2, "n_embd": 32, "prompts_per_batch": 2, "group_size": 4} if tiny else {}
@@ -35,7 +35,7 @@ def gpu_check_rows(device: str, tiny: bool) -> Iterator[dict]:
             trainer.iterate()
         sync()
         wall = time.perf_counter() - t0
-        precision = "bf16" if trainer.device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+        precision = "bf16" if uses_bf16(trainer.device) else "fp32"
         done = trainer.global_step - answers
         yield {"name": "lm dapo-lm iteration", "steps": done, "wall_s": round(wall, 2),
                "rate": round(done / wall, 1), "unit": "answers/s", "precision": precision}

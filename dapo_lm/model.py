@@ -45,9 +45,14 @@ def build_model(vocab_size: int, n_layer: int, n_head: int, n_embd: int, n_posit
         return GPT2LMHeadModel(config)
 
 
+def uses_bf16(device: torch.device) -> bool:
+    """Whether :func:`autocast` runs in bf16 on ``device``: CUDA with bf16 support (Ampere and later)."""
+    return device.type == "cuda" and torch.cuda.is_bf16_supported()
+
+
 def autocast(device: torch.device):
     """bf16 autocast on CUDA (Ampere and later); fp32 elsewhere (CPU runs are exact and resumable)."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+    if uses_bf16(device):
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
