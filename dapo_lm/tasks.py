@@ -12,6 +12,7 @@ them, evaluation only draws them.  The verifier reads the final answer only (an 
 """
 from __future__ import annotations
 
+import abc
 import re
 import zlib
 from dataclasses import dataclass
@@ -51,18 +52,20 @@ def column_steps(a: int, b: int, op: str) -> str:
     return ",".join(steps) + f",>{result}"
 
 
-class Task:
+class Task(abc.ABC):
     name = ""
     max_new_tokens = 48
     """Default response limit L_max (tokens, EOS included)."""
     overlong_buffer = 8
     """Default soft-penalty buffer: the penalty rises over the last this many tokens before L_max."""
 
-    def draw(self, rng: np.random.Generator) -> Problem:  # pragma: no cover - each task defines it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def draw(self, rng: np.random.Generator) -> Problem:
+        """A random problem (training and held-out alike; :meth:`sample` splits them)."""
 
-    def verify(self, prompt: str, response: str) -> bool:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def verify(self, prompt: str, response: str) -> bool:
+        """Whether ``response`` answers ``prompt`` correctly."""
 
     def sample(self, rng: np.random.Generator, heldout: bool = False) -> Problem:
         """A problem from the training (or the held-out) part."""
