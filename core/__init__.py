@@ -5,12 +5,12 @@ Building blocks, each usable on its own: the losses, GAE and GRPO's lambda rule,
 temperature rules, the health monitors, the schedules, and the extension interface.  Algorithm definitions:
 ``docs/algorithms.md``.
 """
-from core.advantages import AutoLambda, gae, next_state_values
-from core.api import Agent, EvalResult, RunResult, load, train
-from core.config import ConfigError, RunInterrupted, TrainConfig
+from core.algo.advantages import AutoLambda, gae, next_state_values
+from core.run.api import Agent, EvalResult, RunResult, load, train
+from core.config.options import ConfigError, RunInterrupted, TrainConfig
 from core.extensions import Extension, register as register_extension
-from core.health import NonFiniteGuard, PolicyCollapseMonitor, ValueDivergenceMonitor
-from core.losses import (
+from core.algo.health import NonFiniteGuard, PolicyCollapseMonitor, ValueDivergenceMonitor
+from core.algo.losses import (
     combined_objective,
     entropy_bonus,
     explained_variance,
@@ -19,7 +19,7 @@ from core.losses import (
     value_loss,
     weighted_action_loss,
 )
-from core.sampler import (
+from core.algo.sampler import (
     DynamicSampler,
     Temperature,
     Transitions,
@@ -28,8 +28,8 @@ from core.sampler import (
     sampling_probs,
     systematic_draws,
 )
-from core.schedules import annealed_lr, eps_v, linear, policy_lr
-from core.update import UpdateSettings, ppo_update
+from core.algo.schedules import annealed_lr, eps_v, linear, policy_lr
+from core.training.update import UpdateSettings, ppo_update
 
 __version__ = "0.2.0"
 __all__ = [

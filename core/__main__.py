@@ -1,5 +1,5 @@
 import sys
 
-from core.cli import main
+from core.run.cli import main
 
 sys.exit(main())

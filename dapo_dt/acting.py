@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.backends import EnvPoolBackend, make_backend
+from core.envs.backends import EnvPoolBackend, make_backend
 from dapo_dt.model import DecisionTransformer
 
 

@@ -1,4 +1,4 @@
-"""The Decision Transformer Python API, the same shape as :mod:`core.api`:
+"""The Decision Transformer Python API, the same shape as :mod:`core.run.api`:
 
     import dapo_dt
     result = dapo_dt.train(dataset="pong/mixed-v0", env="ALE/Pong-v5", algo="dapo-dt", grad_steps=2000)
@@ -13,20 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from core.api import EvalResult, RunResult
-from core.api import train as core_train
+from core.run.api import EvalResult, RunResult
+from core.run.api import train as core_train
 
 
 def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,
           **options: Any) -> RunResult:
     """Train one run of this family (default algorithm: dapo-dt, unless options or a recipe name another); see
-    :func:`core.api.train`."""
+    :func:`core.run.api.train`."""
     return core_train(config, resume=resume, family="Decision Transformer", trust_env=trust_env, **options)
 
 
 def load(run_dir: Union[str, Path], device: str = "cpu", env=None, trust_env: bool = False) -> "DTAgent":
     """The trained model of ``run_dir``; ``env`` replaces the saved env, ``trust_env`` confirms a saved env that
-    would import code (core/trust.py)."""
+    would import code (core/config/trust.py)."""
     from dapo_dt.runner import load_trainer
 
     return DTAgent(load_trainer(Path(run_dir), device, env, trust_env))
@@ -38,7 +38,7 @@ class DTAgent:
 
     def evaluate(self, episodes: int = 8, seed: int = 12345) -> EvalResult:
         """Whole games (raw scores), conditioned on the run's target return."""
-        from core.evaluation import mean_std
+        from core.run.evaluation import mean_std
 
         scores = [ep.score for ep in self.trainer.play(episodes, seed)]
         mean, std = mean_std(scores)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli_config import OneLineParser
-from core.config import MAX_SEED, ConfigError
+from core.config.parsing import OneLineParser
+from core.config.options import MAX_SEED, ConfigError
 
 
 def add_dataset_parser(ds: argparse.ArgumentParser) -> None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from core import recipes
-from core.config import ConfigError, check_inactive
+from core.run import recipes
+from core.config.options import ConfigError, check_inactive
 
 DT_ALGOS = ("dt", "dapo-dt")
 
@@ -135,7 +135,7 @@ class DTConfig:
 RECIPES = Path(__file__).parent / "recipes"
 DAPO_DT_ONLY = ("adv_temperature", "adv_max_weight", "ev_gated_weights", "adv_gamma", "value_coef",
                 "value_trains_encoder", "separate_value_encoder", "target_advantage", "clip_init", "kl_target")
-# Options given explicitly that the resolved config would ignore are refused (core.config.check_inactive).
+# Options given explicitly that the resolved config would ignore are refused (core.config.options.check_inactive).
 INACTIVE_WHEN = {
     **{k: (lambda c: c.algo == "dt", "it is an option of dapo-dt") for k in DAPO_DT_ONLY},
     **{k: (lambda c: c.online_steps == 0, "it needs --online-steps") for k in ("online_envs", "online_epochs")},
@@ -150,9 +150,9 @@ INACTIVE_WHEN = {
 def resolve(explicit, trust_env: bool = False) -> DTConfig:
     """The complete config for the options given (a dict of field -> value, or a DTConfig whose non-default fields
     count as given): the algorithm's recipe, the user's ``--recipe`` files, then the options; validated.  An env a
-    recipe file names is imported only when trusted (core/trust.py)."""
-    from core.envs import imports_code
-    from core.trust import check_env
+    recipe file names is imported only when trusted (core/config/trust.py)."""
+    from core.envs.make import imports_code
+    from core.config.trust import check_env
 
     explicit = recipes.given(explicit, DTConfig)
     top, source = recipes.user_layer(explicit, DTConfig, [RECIPES])
@@ -162,12 +162,12 @@ def resolve(explicit, trust_env: bool = False) -> DTConfig:
     cfg = DTConfig(**values)
     if cfg.context_len is None:
         cfg.context_len = 50 if "Pong" in cfg.env else 30
-    from core.networks import resolve_precision
+    from core.algo.networks import resolve_precision
 
     cfg.precision = resolve_precision(cfg.precision)
     validate(cfg)
     check_inactive(cfg, explicit, INACTIVE_WHEN)
-    from core.envs import check_env_id
+    from core.envs.make import check_env_id
 
     check_env_id(cfg.env)
     return cfg
@@ -211,7 +211,7 @@ def validate(c: DTConfig) -> None:
 
 def check_shared_dt(c: DTConfig) -> None:
     """Seed, device, algorithm and finite numbers, as every family checks them."""
-    from core.config import MAX_SEED, check_device, check_finite
+    from core.config.options import MAX_SEED, check_device, check_finite
 
     if c.algo not in DT_ALGOS:
         raise ConfigError(f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")

@@ -4,7 +4,7 @@ Nothing is downloaded: ``collect`` plays whole games with a mixture of behaviour
 checkpoints or snapshots of several qualities) plus epsilon noise and writes the episodes with
 Minari.  Each step stores only the newest 84x84 grey frame (4x less disk than the stack); the
 4-frame stacks the policies saw are rebuilt on loading, padding an episode's start with its first
-frame exactly as EnvPool's stack (and core/atari.py's) does at reset.
+frame exactly as EnvPool's stack (and core/envs/atari.py's) does at reset.
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.backends import EnvPoolBackend, make_backend
-from core.checkpoint import load_checkpoint
-from core.config import ConfigError
-from core.envs import check_env_id, is_atari
-from core.evaluation import sample_std
-from core.logging import Progress
-from core.networks import build_networks
+from core.envs.backends import EnvPoolBackend, make_backend
+from core.training.checkpoint import load_checkpoint
+from core.config.options import ConfigError
+from core.envs.make import check_env_id, is_atari
+from core.run.evaluation import sample_std
+from core.training.logging import Progress
+from core.algo.networks import build_networks
 
 FRAME_SPACE = gym.spaces.Box(0, 255, (84, 84), np.uint8)
 STACK = 4
@@ -36,7 +36,7 @@ METADATA_KEY = "dapo_toolkit"
 def load_policy(path: Path, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> tuple[torch.nn.Module, str]:
     """The actor saved in a run directory (its checkpoint.pt) or in one of its snapshots/step_<N>.pt
     files; returns the actor in eval mode and a label for the dataset metadata."""
-    from core.runner import load_run_config
+    from core.run.runner import load_run_config
 
     path = Path(path)
     if path.is_dir():

@@ -1,6 +1,6 @@
-"""The Decision Transformer family: DT and DAPO-DT on Atari datasets (see :mod:`core.registry`), and the
+"""The Decision Transformer family: DT and DAPO-DT on Atari datasets (see :mod:`core.run.registry`), and the
 ``dapo dataset`` command that makes those datasets."""
-from core.registry import Command, Family
+from core.run.registry import Command, Family
 from dapo_dt.config import DT_ALGOS
 
 FAMILY = Family(

@@ -27,7 +27,7 @@ from einops import rearrange, repeat
 from torch import Tensor, nn
 from transformers import GPT2Config, GPT2Model
 
-from core.networks import NatureCNN, orthogonal_init
+from core.algo.networks import NatureCNN, orthogonal_init
 
 
 @dataclass
@@ -58,7 +58,7 @@ class DTModelConfig:
     """GPT-2 attention kernel, "sdpa" or "eager" (both deterministic on CPU)."""
     bf16: bool = False
     """Run the CNN state encoder and the GPT-2 blocks under bf16 autocast (embeddings, heads and losses
-    stay fp32; see core.networks.NatureCNN)."""
+    stay fp32; see core.algo.networks.NatureCNN)."""
 
 
 class DTOutput(NamedTuple):

@@ -1,18 +1,18 @@
 """``dapo run --algo dt|dapo-dt --dataset NAME``: one Decision Transformer experiment end to end (train offline,
-optionally fine-tune online, evaluate, checkpoint, summary, curve), sharing :mod:`core.runner`'s prologue."""
+optionally fine-tune online, evaluate, checkpoint, summary, curve), sharing :mod:`core.run.runner`'s prologue."""
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from core.checkpoint import check_counters, load_checkpoint, require, write_json
-from core.cli_config import load_run_config as read_run_config
-from core.config import ConfigError, RunInterrupted
-from core.envs import imports_code
-from core.evaluation import mean_std, number
-from core.logging import MetricLogger, Progress
-from core.plotting import plot_learning_curve
-from core.runner import start_run, train_interruptibly
+from core.training.checkpoint import check_counters, load_checkpoint, require, write_json
+from core.config.parsing import load_run_config as read_run_config
+from core.config.options import ConfigError, RunInterrupted
+from core.envs.make import imports_code
+from core.run.evaluation import mean_std, number
+from core.training.logging import MetricLogger, Progress
+from core.run.plotting import plot_learning_curve
+from core.run.runner import start_run, train_interruptibly
 from dapo_dt.config import DTConfig, complete
 from dapo_dt.trainer import DTTrainer, human_normalised
 
@@ -21,7 +21,7 @@ CHECKPOINT_KEYS = ("grad_step", "env_steps", "elapsed", "model", "optimizer", "s
 
 def load_run_config(run_dir: Path, trust_env: bool = False) -> DTConfig:
     """The resolved config saved in ``run_dir/config.yaml``; an env that would import code named by the file is
-    refused unless ``trust_env`` (core/trust.py)."""
+    refused unless ``trust_env`` (core/config/trust.py)."""
     return read_run_config(run_dir, DTConfig, required=("env", "algo", "dataset", "context_len"),
                            imports_code=imports_code, trust_env=trust_env)
 
@@ -70,7 +70,7 @@ def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: 
 def load_trainer(run_dir: Path, device: str = "cpu", env=None, trust_env: bool = False) -> DTTrainer:
     """The trained model of ``run_dir`` in a trainer that can play whole games (no dataset needed); ``env`` (an id or
     a callable) replaces the saved one."""
-    from core.envs import env_reference
+    from core.envs.make import env_reference
 
     cfg = complete(load_run_config(Path(run_dir), trust_env=trust_env or env is not None))
     cfg = dataclasses.replace(cfg, device=device, env=cfg.env if env is None else

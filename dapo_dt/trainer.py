@@ -7,7 +7,7 @@ DAPO-DT adds, on the same batches:
   imitation CNN or (``--separate-value-encoder``) on its own CNN;
 - advantages ``A_t = G_t - V(s_t)`` (``V`` detached), normalised over the batch's real tokens, with ``G_t``
   the return-to-go or, with ``--adv-gamma`` below 1, the discounted return;
-- per-token weights ``clip(exp(A_t / T), max)`` on the action loss (core.losses), so actions that did
+- per-token weights ``clip(exp(A_t / T), max)`` on the action loss (core.algo.losses), so actions that did
   better than expected are imitated more and worse ones less (never ``|A|``, docs/algorithms.md); optionally
   ``exp(trust * A_t / T)`` with ``trust = clip(EV, 0, 1)`` the value head's explained variance, so that
   an untrained critic's noise does not reweight the imitation (``--ev-gated-weights``);
@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.checkpoint import save_checkpoint
-from core.config import ConfigError
-from core.evaluation import sample_std
-from core.loop import rng_state, seed_everything, set_rng_state, train_loop
-from core.losses import exponential_advantage_weights, explained_variance, weighted_action_loss
-from core.trainer import pick_device
+from core.training.checkpoint import save_checkpoint
+from core.config.options import ConfigError
+from core.run.evaluation import sample_std
+from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
+from core.algo.losses import exponential_advantage_weights, explained_variance, weighted_action_loss
+from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play
 from dapo_dt.config import DTConfig
 from dapo_dt.data import DTBatch, Trajectories, return_scale
@@ -47,7 +47,7 @@ def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
 
 def token_weights(adv: Tensor, mask: Tensor, temperature: float, max_weight: float) -> Tensor:
     """Per-token action-loss weights ``(B, K)`` from advantages ``adv`` ``(B, K)``: ``exp(A / T)`` capped at
-    ``max_weight`` (:func:`core.losses.exponential_advantage_weights`), rescaled to mean 1 over the real
+    ``max_weight`` (:func:`core.algo.losses.exponential_advantage_weights`), rescaled to mean 1 over the real
     (``mask``) tokens, then capped at ``max_weight`` again.
 
     The rescaling lets the weights reshape the loss across tokens without also raising the effective learning
@@ -202,7 +202,7 @@ class DTTrainer:
         self.rng.bit_generator.state = s["batch_rng"]
         set_rng_state(s["rng"])
 
-    # --- the loop (core.loop.train_loop drives it) -------------------------------------------------
+    # --- the loop (core.training.loop.train_loop drives it) -------------------------------------------------
     stop_requested = False
     batch_size = 1  # time/sps and the progress bar count loop iterations (gradient steps offline)
 

@@ -1,4 +1,4 @@
-"""The sequence-generation Python API, the same shape as :mod:`core.api`:
+"""The sequence-generation Python API, the same shape as :mod:`core.run.api`:
 
     import dapo_lm
     result = dapo_lm.train(task="add", algo="dapo-lm", total_steps=12_000)
@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from core.api import EvalResult, RunResult
-from core.api import train as core_train
+from core.run.api import EvalResult, RunResult
+from core.run.api import train as core_train
 
 
 def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,
           **options: Any) -> RunResult:
     """Train one run of this family (default algorithm: dapo-lm, unless options or a recipe name another); see
-    :func:`core.api.train`."""
+    :func:`core.run.api.train`."""
     return core_train(config, resume=resume, family="Sequence generation", trust_env=trust_env, **options)
 
 
@@ -46,7 +46,7 @@ class LMAgent:
 
     def evaluate(self, problems: Optional[int] = None, seed: int = 12345, deterministic: bool = True) -> EvalResult:
         """Held-out accuracy: mean (the accuracy) and sample std (ddof=1) of 1/0 per problem."""
-        from core.evaluation import mean_std
+        from core.run.evaluation import mean_std
         from dapo_lm.runner import evaluate_run
 
         hits = evaluate_run(self.trainer.run_dir, problems, seed, str(self.trainer.device), deterministic)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from core import recipes
-from core.config import MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers
+from core.run import recipes
+from core.config.options import MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers
 
 LM_ALGOS = ("grpo-lm", "dapo-lm")
 

@@ -1,5 +1,5 @@
-"""The sequence-generation family: GRPO-LM and DAPO-LM on locally generated tasks (see :mod:`core.registry`)."""
-from core.registry import Family
+"""The sequence-generation family: GRPO-LM and DAPO-LM on locally generated tasks (see :mod:`core.run.registry`)."""
+from core.run.registry import Family
 from dapo_lm.config import LM_ALGOS
 
 FAMILY = Family(

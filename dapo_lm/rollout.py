@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.lm_losses import overlong_penalty
+from dapo_lm.losses import overlong_penalty
 from dapo_lm.model import autocast, left_pad, sample
 from dapo_lm.tasks import Problem, Task
 from dapo_lm.tokenizer import CharTokenizer

@@ -1,5 +1,5 @@
 """``dapo run --algo grpo-lm|dapo-lm``: one sequence-generation experiment end to end (warm start, RL, held-out
-evaluation, checkpoints, summary, curve), sharing :mod:`core.runner`'s prologue (run-directory checks, the
+evaluation, checkpoints, summary, curve), sharing :mod:`core.run.runner`'s prologue (run-directory checks, the
 one-writer lock, checkpoint loading, config.yaml)."""
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.checkpoint import load_checkpoint, load_state, require, write_json
-from core.cli_config import load_run_config as read_run_config, required_fields
-from core.config import RunInterrupted, check_device
-from core.logging import MetricLogger, Progress
-from core.loop import rounded_budget
-from core.plotting import plot_learning_curve
-from core.runner import budget_line, start_run, train_interruptibly
+from core.training.checkpoint import load_checkpoint, load_state, require, write_json
+from core.config.parsing import load_run_config as read_run_config, required_fields
+from core.config.options import RunInterrupted, check_device
+from core.training.logging import MetricLogger, Progress
+from core.training.loop import rounded_budget
+from core.run.plotting import plot_learning_curve
+from core.run.runner import budget_line, start_run, train_interruptibly
 from dapo_lm.config import LMConfig, complete
 
 CHECKPOINT_KEYS = ("global_step", "warm_step", "model", "optimizer", "rng")

@@ -1,5 +1,5 @@
 """The LM trainer: a supervised warm start on worked answers, then critic-free RL against the verifier
-(GRPO / DAPO, docs/algorithms.md, section 8), driven by core.loop.train_loop.
+(GRPO / DAPO, docs/algorithms.md, section 8), driven by core.training.loop.train_loop.
 
 ``global_step`` counts generated RL answers (filtered ones included), so every algorithm of the ablation ladder
 spends the same budget; the warm start runs first, in chunks of iterations logged at step 0.
@@ -15,13 +15,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from core.checkpoint import save_checkpoint
-from core.config import ConfigError
-from core.group_filter import GroupFilter
-from core.lm_losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
+from core.training.checkpoint import save_checkpoint
+from core.config.options import ConfigError
+from dapo_lm.group_filter import GroupFilter
+from dapo_lm.losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
                             response_mask)
-from core.loop import rng_state, seed_everything, set_rng_state, train_loop
-from core.trainer import pick_device
+from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
+from core.training.trainer import pick_device
 from dapo_lm.config import LMConfig
 from dapo_lm.health import LM_EVENTS, LMHealth
 from dapo_lm.model import answer_logprobs, autocast, build_model, supervised_loss
@@ -65,7 +65,7 @@ class LMTrainer:
         if checkpoint is not None:
             self.load_state_dict(checkpoint)
 
-    # --- the loop's interface (core.loop) -------------------------------------------------------------
+    # --- the loop's interface (core.training.loop) -------------------------------------------------------------
     @property
     def warm_done(self) -> bool:
         return self.warm_step >= self.cfg.warm_start_steps and bool(self.warm_start_eval)

@@ -1,4 +1,4 @@
-"""The multi-agent Python API, the same shape as :mod:`core.api`:
+"""The multi-agent Python API, the same shape as :mod:`core.run.api`:
 
     import dapo_ma
     result = dapo_ma.train(env="simple_spread_v3", env_kwargs={"N": 3}, algo="mappo", total_steps=50_000)
@@ -18,24 +18,24 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch
 
-from core.api import EvalResult, RunResult
-from core.api import train as core_train
-from core.checkpoint import load_checkpoint, require
-from core.config import ConfigError
+from core.run.api import EvalResult, RunResult
+from core.run.api import train as core_train
+from core.training.checkpoint import load_checkpoint, require
+from core.config.options import ConfigError
 
 
 def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,
           **options: Any) -> RunResult:
     """Train one run of this family (default algorithm: dapo-ma, unless options or a recipe name another); see
-    :func:`core.api.train`."""
+    :func:`core.run.api.train`."""
     return core_train(config, resume=resume, family="PettingZoo", trust_env=trust_env, **options)
 
 
 def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, Callable] = None,
          trust_env: bool = False) -> "MAAgent":
     """The trained agents of ``run_dir``: ``predict`` and ``evaluate``.  ``env`` replaces the saved env (needed where it
-    was a lambda or a local function); ``trust_env`` confirms a saved env that would import code (core/trust.py)."""
-    from core.trainer import pick_device
+    was a lambda or a local function); ``trust_env`` confirms a saved env that would import code (core/config/trust.py)."""
+    from core.training.trainer import pick_device
     from dapo_ma.config import complete
     from dapo_ma.envs import env_reference, env_spec
     from dapo_ma.runner import ALGORITHMS, load_run_config
@@ -85,7 +85,7 @@ class MAAgent:
 
     def evaluate(self, episodes: int = 10, seed: int = 12345, deterministic: bool = True) -> EvalResult:
         """Whole episodes: each return is the per-agent return averaged over agents."""
-        from core.evaluation import mean_std
+        from core.run.evaluation import mean_std
         from dapo_ma.evaluation import evaluate
 
         returns = evaluate(self.config, self.actor, episodes, seed, self.device, deterministic)

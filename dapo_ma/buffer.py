@@ -1,4 +1,4 @@
-"""The shared on-policy buffer: all agents' transitions in one :class:`core.sampler.DynamicSampler`.
+"""The shared on-policy buffer: all agents' transitions in one :class:`core.algo.sampler.DynamicSampler`.
 
 Dynamic-sampling weights ``p_j = softmax(|A_j| / max_k |A_k| / T)`` are computed over the whole
 window, i.e. over every agent's transitions together, so an agent whose advantages are larger
@@ -11,8 +11,8 @@ from typing import Iterator, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from core.checkpoint import LEGACY_RECORDS
-from core.sampler import DynamicSampler
+from core.training.checkpoint import LEGACY_RECORDS
+from core.algo.sampler import DynamicSampler
 
 
 class MATransitions(NamedTuple):

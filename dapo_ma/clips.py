@@ -16,8 +16,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from core import schedules
-from core.health import EPS_PI_MAX, widen_eps_pi_scale
+from core.algo import schedules
+from core.algo.health import EPS_PI_MAX, widen_eps_pi_scale
 
 
 class ClipRanges(NamedTuple):

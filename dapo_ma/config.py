@@ -1,6 +1,6 @@
 """Multi-agent training configuration: one dataclass for IPPO, MAPPO, DAPO-MA and MADDPG (docs/algorithms.md).
 
-Like :mod:`core.config`, an algorithm is a config: fields left at ``None`` are filled by
+Like :mod:`core.config.options`, an algorithm is a config: fields left at ``None`` are filled by
 :func:`resolve` from ``ALGO_PRESETS``.  Every field's docstring becomes its ``--help`` text.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from core import recipes
-from core.cli_config import parse_kwargs_text
-from core.config import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
+from core.run import recipes
+from core.config.parsing import parse_kwargs_text
+from core.config.options import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg", "dapo-maddpg")
 OFF_POLICY_ALGOS = ("maddpg", "dapo-maddpg")
@@ -181,7 +181,7 @@ DAPO_OPTIONS = ("clip_eps", "clip_eps_high", "per_agent_clips", "eps_v_start", "
                 "dynamic_sampling", "temperature_mode", "temperature_init", "temperature_decay", "temperature_min",
                 "ess_target", "temperature_lr", "importance_correction", "health_monitors", "collapse_window",
                 "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")
-# Options given explicitly that the resolved algorithm would ignore are refused (core.config.check_inactive).
+# Options given explicitly that the resolved algorithm would ignore are refused (core.config.options.check_inactive).
 INACTIVE_WHEN = {
     **{k: (lambda c: c.algo in ON_POLICY_ALGOS, "it is an option of maddpg and dapo-maddpg") for k in MADDPG_ONLY},
     **{k: (lambda c: c.algo in OFF_POLICY_ALGOS, f"{k} belongs to the on-policy algorithms") for k in ON_POLICY_ONLY},
@@ -207,8 +207,8 @@ def parse_env_kwargs(value) -> dict[str, Any]:
 def resolve(explicit, trust_env: bool = False) -> MAConfig:
     """The complete config for the options given (a dict of field -> value, or an MAConfig whose non-default fields
     count as given): the algorithm's recipe, then the user's ``--recipe`` files, then the options; validated.  An env
-    a recipe file names is imported only when trusted (core/trust.py)."""
-    from core.trust import check_env
+    a recipe file names is imported only when trusted (core/config/trust.py)."""
+    from core.config.trust import check_env
     from dapo_ma.envs import check_env_name, env_spec, imports_code
 
     explicit = recipes.given(explicit, MAConfig)  # a dict, or (older callers) a config object

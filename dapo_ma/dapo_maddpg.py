@@ -7,7 +7,7 @@ priority, the agents' mean absolute TD error of the centralised critics::
 
 It is shared because a joint transition is one sample for every agent's critic and, through them, every actor; the
 mean (not the max) keeps one agent's noisy critic from deciding alone.  Minibatches are drawn from the whole buffer
-with DAPO's ``p = softmax((w / max w) / T)`` by :class:`core.sampler.DynamicSampler` (its temperature rules and its
+with DAPO's ``p = softmax((w / max w) / T)`` by :class:`core.algo.sampler.DynamicSampler` (its temperature rules and its
 importance weights ``1/(N p_j)``); the drawn transitions' priorities are refreshed after each update, and new
 transitions enter with the largest priority in the buffer, so each is likely drawn soon (prioritized replay,
 Schaul et al. 2016).
@@ -38,8 +38,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor, nn
 
-from core.checkpoint import LEGACY_RECORDS
-from core.sampler import DynamicSampler, Temperature
+from core.training.checkpoint import LEGACY_RECORDS
+from core.algo.sampler import DynamicSampler, Temperature
 from dapo_ma.networks import MASKED_LOGIT
 from dapo_ma.replay import JointTransitions
 
@@ -59,7 +59,7 @@ LEGACY_RECORDS.append(PrioritizedTransitions)
 
 
 class SharedPriorityReplay:
-    """MADDPG's replay buffer in :class:`core.sampler.DynamicSampler`: draws ``p = softmax((w/max w)/T)`` over all
+    """MADDPG's replay buffer in :class:`core.algo.sampler.DynamicSampler`: draws ``p = softmax((w/max w)/T)`` over all
     stored joint transitions, importance weights ``1/(N p_j)`` when asked, priorities refreshed by the update."""
 
     def __init__(self, capacity: int, device: torch.device, temperature: Temperature, importance_correction: bool,

@@ -16,8 +16,8 @@ import numpy as np
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from core.config import ConfigError
-from core.state import capture, restore_mapping
+from core.config.options import ConfigError
+from core.envs.state import capture, restore_mapping
 
 
 def mpe_env_names() -> dict[str, str]:
@@ -78,7 +78,7 @@ def env_factory(name: str) -> Callable[..., Any]:
 def imports_code(name: str) -> bool:
     """Whether building ``name`` would import a module the string chooses and call something from it: anything but an
     mpe2 task (its short name or module, with its own ``parallel_env``), a process-local callable, or a module that
-    does not exist (its error says so).  An env named by a file must then be confirmed (core/trust.py)."""
+    does not exist (its error says so).  An env named by a file must then be confirmed (core/config/trust.py)."""
     if not isinstance(name, str) or name in _LOCAL or name.startswith("dapo-local/"):
         return False
     module, _, attr = name.partition(":")
@@ -277,7 +277,7 @@ class BatchedParallelEnv:
         return out
 
     def state_dict(self) -> dict:
-        """Mid-episode state of every copy as plain data (:mod:`core.state`): each wrapper layer's attributes (the
+        """Mid-episode state of every copy as plain data (:mod:`core.envs.state`): each wrapper layer's attributes (the
         world, RNGs, step counters), restored into freshly built copies on resume; nothing is pickled."""
         snaps = [[capture({k: v for k, v in layer.__dict__.items() if not isinstance(v, (AECEnv, ParallelEnv))})
                   for layer in self._layers(env)] for env in self.envs]

@@ -1,5 +1,5 @@
-"""The multi-agent family: IPPO, MAPPO, DAPO-MA and MADDPG on PettingZoo (see :mod:`core.registry`)."""
-from core.registry import Family
+"""The multi-agent family: IPPO, MAPPO, DAPO-MA and MADDPG on PettingZoo (see :mod:`core.run.registry`)."""
+from core.run.registry import Family
 from dapo_ma.config import MA_ALGOS
 
 FAMILY = Family(

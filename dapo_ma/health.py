@@ -1,7 +1,7 @@
 """Per-agent training-health monitors (docs/algorithms.md: the health monitors, per agent).
 
-Agent ``i`` has its own :class:`core.health.PolicyCollapseMonitor` on its episode returns and its own
-:class:`core.health.ValueDivergenceMonitor` on its value error ``mean_t (R_t - V_old(s_t))^2`` over
+Agent ``i`` has its own :class:`core.algo.health.PolicyCollapseMonitor` on its episode returns and its own
+:class:`core.algo.health.ValueDivergenceMonitor` on its value error ``mean_t (R_t - V_old(s_t))^2`` over
 each fresh rollout.  Remedies:
 
 - collapse of agent i (counted only after warm-up: the best mean must have gained at least
@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor
+from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor
 from dapo_ma.clips import AgentClips
 from dapo_ma.networks import MAActor
 

@@ -15,10 +15,10 @@ from typing import Optional
 import numpy as np
 import torch
 
-from core.checkpoint import save_checkpoint
-from core.logging import MetricLogger
-from core.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
-from core.trainer import pick_device
+from core.training.checkpoint import save_checkpoint
+from core.training.logging import MetricLogger
+from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
+from core.training.trainer import pick_device
 from dapo_ma.config import MAConfig, parse_env_kwargs
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
 
@@ -52,7 +52,7 @@ class MATrainerBase(ABC):
 
     # --- shared --------------------------------------------------------------------------------
     def train(self, logger: MetricLogger, progress=None, max_iterations: Optional[int] = None) -> None:
-        """Run core's shared outer loop (core.loop.train_loop) on this trainer."""
+        """Run core's shared outer loop (core.training.loop.train_loop) on this trainer."""
         train_loop(self, logger, progress, max_iterations)
 
     @property

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from core.health import all_finite
-from core.sampler import Temperature
+from core.algo.health import all_finite
+from core.algo.sampler import Temperature
 from dapo_ma import dapo_maddpg as dm
 from dapo_ma.clips import AgentClips, ClipRanges
 from dapo_ma.config import MAConfig

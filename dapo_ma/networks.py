@@ -3,7 +3,7 @@
 Every network takes inputs ``(..., in_dim)`` and integer agent ids ``(...)`` of the same leading
 shape.  With parameter sharing one MLP serves all agents and sees a one-hot agent id appended to
 its input; without, agent ``i``'s rows go through its own MLP.  The MLPs are core's
-(:func:`core.networks.mlp`: tanh, orthogonal init).
+(:func:`core.algo.networks.mlp`: tanh, orthogonal init).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from core.networks import mlp
+from core.algo.networks import mlp
 from dapo_ma.envs import ActionLayout
 
 MASKED_LOGIT = -1e9  # logits of actions an agent does not have

@@ -1,8 +1,8 @@
 """IPPO, MAPPO and DAPO-MA: one on-policy trainer, the algorithms differ only by their resolved config.
 
 One iteration: collect ``(T, E, A)`` -> GAE per agent column (``(T, E*A)``, core's
-:func:`~core.advantages.gae`) -> all agents' ``T*E*A`` transitions into ONE shared
-:class:`~dapo_ma.buffer.AgentSampler` -> core's :func:`~core.update.ppo_update`, whose
+:func:`~core.algo.advantages.gae`) -> all agents' ``T*E*A`` transitions into ONE shared
+:class:`~dapo_ma.buffer.AgentSampler` -> core's :func:`~core.training.update.ppo_update`, whose
 ``clip_ranges(mb)`` gathers ``eps_pi[agent_id]`` and ``eps_V[agent_id]`` per sample, so agent i's
 samples are clipped only with agent i's ranges.
 
@@ -20,13 +20,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from core import schedules
-from core.advantages import gae, next_state_values
-from core.envs import RewardScaler
-from core.health import NonFiniteGuard
-from core.losses import explained_variance
-from core.sampler import Temperature
-from core.update import Evaluation, UpdateSettings, grad_groups, ppo_update
+from core.algo import schedules
+from core.algo.advantages import gae, next_state_values
+from core.envs.make import RewardScaler
+from core.algo.health import NonFiniteGuard
+from core.algo.losses import explained_variance
+from core.algo.sampler import Temperature
+from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 from dapo_ma.buffer import AgentSampler, MATransitions
 from dapo_ma.clips import AgentClips, ClipRanges
 from dapo_ma.config import MAConfig

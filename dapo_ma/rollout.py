@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.envs import RewardScaler
+from core.envs.make import RewardScaler
 from dapo_ma.buffer import MATransitions
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
 from dapo_ma.networks import MAActor, MACritic, critic_inputs
@@ -17,7 +17,7 @@ class MARollout(NamedTuple):
     """One rollout of ``T`` steps of ``E`` env copies with ``A`` agents, on the training device.
 
     ``rewards`` are scaled rewards; ``final_values`` is ``V_i`` of the final observation where agent
-    i's episode was truncated at t (0 elsewhere), read by :func:`core.advantages.next_state_values`.
+    i's episode was truncated at t (0 elsewhere), read by :func:`core.algo.advantages.next_state_values`.
     """
 
     obs: Tensor           # (T, E, A, D)

@@ -1,6 +1,6 @@
 """``dapo run --algo {ippo,mappo,dapo-ma,maddpg}``: one multi-agent experiment end to end.
 
-Mirrors :mod:`core.runner` and shares its prologue (run-directory checks, the one-writer lock, the checkpoint when
+Mirrors :mod:`core.run.runner` and shares its prologue (run-directory checks, the one-writer lock, the checkpoint when
 resuming, config.yaml): train with progress, CSV and TensorBoard, checkpoint (also on Ctrl-C), evaluate, write
 summary.json and learning_curve.png.  The summary's ``final_return_mean`` is the curve's last smoothed point: the mean
 over the last 10 updates of the per-update mean episode return (per-agent return averaged over agents).
@@ -12,14 +12,14 @@ from typing import Optional
 
 import numpy as np
 
-from core.checkpoint import write_json
-from core.cli_config import load_run_config as read_run_config, required_fields
-from core.config import RunInterrupted
-from core.evaluation import mean_std, number
-from core.logging import MetricLogger, Progress, read_metrics
-from core.loop import rounded_budget
-from core.plotting import plot_learning_curve
-from core.runner import budget_line, start_run, train_interruptibly
+from core.training.checkpoint import write_json
+from core.config.parsing import load_run_config as read_run_config, required_fields
+from core.config.options import RunInterrupted
+from core.run.evaluation import mean_std, number
+from core.training.logging import MetricLogger, Progress, read_metrics
+from core.training.loop import rounded_budget
+from core.run.plotting import plot_learning_curve
+from core.run.runner import budget_line, start_run, train_interruptibly
 from dapo_ma import maddpg, ppo
 from dapo_ma.config import MAConfig
 from dapo_ma.envs import imports_code
@@ -40,7 +40,7 @@ def make_trainer(cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None
 
 def load_run_config(run_dir: Path, trust_env: bool = False) -> MAConfig:
     """The resolved config saved in ``run_dir/config.yaml`` (env kwargs of older runs were a string); an env that would
-    import code named by the file is refused unless ``trust_env`` (core/trust.py)."""
+    import code named by the file is refused unless ``trust_env`` (core/config/trust.py)."""
     return read_run_config(run_dir, MAConfig, required=required_fields(MAConfig, ("run_dir", "clip_eps_high", "window")),
                            imports_code=imports_code, trust_env=trust_env)
 

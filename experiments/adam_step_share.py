@@ -29,7 +29,7 @@ from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.run_folders import add_run_folder_arguments, finished_runs, run_key
 
-GROUPS = ("actor", "critic")  # the trainer's optimiser param groups, in this order (core/trainer.py)
+GROUPS = ("actor", "critic")  # the trainer's optimiser param groups, in this order (core/training/trainer.py)
 
 
 def adam_step_share(exp_avg: list[torch.Tensor], exp_avg_sq: list[torch.Tensor], step: float, eps: float,
@@ -50,7 +50,7 @@ def adam_step_share(exp_avg: list[torch.Tensor], exp_avg_sq: list[torch.Tensor],
 
 def checkpoint_shares(path: Path) -> dict[str, float]:
     """``{"actor": share, "critic": share}`` from a run's checkpoint.pt (the trainer's two param groups)."""
-    from core.checkpoint import load_checkpoint
+    from core.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(path)
     opt, shares = ckpt["optimizer"], {}
@@ -68,7 +68,7 @@ def checkpoint_shares(path: Path) -> dict[str, float]:
 
 def gradient_clip(run_dir: Path) -> str:
     """"joint" or "per network", from the run's config (``load_run_config`` fills it in for runs older than the flag)."""
-    from core.runner import load_run_config
+    from core.run.runner import load_run_config
 
     return "joint" if load_run_config(run_dir).joint_grad_clip else "per network"
 

@@ -40,9 +40,9 @@ def _peak_rss_mb() -> float:
 def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int, overlap: bool = False,
               compile: bool = False, numpy_acting: bool = True, backend: str = "sync",
               numpy_update: bool = True) -> dict:
-    from core.logging import MetricLogger, read_metrics
-    from core.runner import resolve_for_env
-    from core.trainer import Trainer
+    from core.training.logging import MetricLogger, read_metrics
+    from core.run.runner import resolve_for_env
+    from core.training.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as run_dir:
         options = dict(env=ENV, algo=algo, total_steps=total_steps, seed=seed, num_envs=num_envs,
@@ -88,10 +88,10 @@ def work_raw(num_envs: int, steps: int, seed: int, threads: int, backend: str = 
     """Random actions (pre-sampled) through the same vector env the trainer uses."""
     import numpy as np
 
-    from core.envs import make_vec_env
+    from core.envs.make import make_vec_env
 
     if backend == "envpool":
-        from core.backends import EnvPoolBackend
+        from core.envs.backends import EnvPoolBackend
 
         envs = EnvPoolBackend(ENV, num_envs, seed).envs  # the library's own vector env, as the trainer makes it
     else:

@@ -58,7 +58,7 @@ def dataset_steps(name: str) -> int:
 
 def curve(run: Path) -> tuple[np.ndarray, np.ndarray]:
     """(gradient steps, eval score) rows of a run's metrics.csv."""
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     m = read_metrics(run / "metrics.csv")
     steps, score = np.array(m["global_step"]), np.array(m.get("eval/return_mean", [np.nan] * len(m["global_step"])))

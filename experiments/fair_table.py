@@ -73,7 +73,7 @@ def scores(rows: list[dict], env: str, label: str) -> np.ndarray:
 
 
 def cell(x: np.ndarray) -> str:
-    from core.evaluation import sample_std
+    from core.run.evaluation import sample_std
     from experiments.stats import iqm, stratified_bootstrap_ci
 
     if not len(x):

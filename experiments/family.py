@@ -1,5 +1,5 @@
-"""``dapo bench NAME ...``: the benchmark scripts of experiments/, registered with the CLI (see core.registry)."""
-from core.registry import Command
+"""``dapo bench NAME ...``: the benchmark scripts of experiments/, registered with the CLI (see core.run.registry)."""
+from core.run.registry import Command
 
 BENCHMARKS = {  # dapo bench NAME -> the script it runs (the same flags, the same outputs)
     "mujoco": "experiments.mujoco_benchmark",

@@ -80,9 +80,9 @@ def auto_precision(device: str) -> str:
 def _trainer_row(part, name, env, algo, num_envs, num_steps, iters, device, **extra) -> None:
     """A fresh Trainer with the presets of ``env``; rate = steps per second of the iterations after the
     first (collect + advantage + update, from metrics.csv), rate_e2e = all steps over the whole wall time."""
-    from core.logging import MetricLogger, read_metrics
-    from core.runner import resolve_for_env
-    from core.trainer import Trainer
+    from core.training.logging import MetricLogger, read_metrics
+    from core.run.runner import resolve_for_env
+    from core.training.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as d:
         cfg = resolve_for_env(dict(env=env, algo=algo, num_envs=num_envs, num_steps=num_steps,
@@ -122,7 +122,7 @@ def bench_dt(devices: list[str], tiny: bool) -> None:
     model's cost without the dataset sampling (CPU numpy, the same on both devices)."""
     import torch
 
-    from core.losses import weighted_action_loss
+    from core.algo.losses import weighted_action_loss
     from dapo_dt.config import DTConfig, resolve
     from dapo_dt.model import DecisionTransformer, DTModelConfig
 

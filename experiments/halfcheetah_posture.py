@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.evaluation import evaluate, load_run_policy
+from core.run.evaluation import evaluate, load_run_policy
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.run_folders import add_run_folder_arguments, finished_runs, run_key

@@ -1,6 +1,6 @@
 """Why GRPO's lambda rule sits at its floor on MuJoCo: the critic's explained variance against lambda-returns.
 
-The rule (core/advantages.py, AutoLambda) sets lambda from the EV of V_old against the returns A + V_old, which are
+The rule (core/algo/advantages.py, AutoLambda) sets lambda from the EV of V_old against the returns A + V_old, which are
 computed with the current lambda and bootstrap from V_old itself. This script trains DAPO (today's defaults) for
 ``--steps``, then collects ``--rollouts`` further rollouts and prints, for each, the EV of V_old against the
 lambda-returns for several lambdas: if the EV falls as lambda rises, a low lambda props up its own EV.
@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from core.advantages import gae, next_state_values
-from core.logging import MetricLogger
-from core.losses import explained_variance
-from core.runner import resolve_for_env
-from core.trainer import Trainer
+from core.algo.advantages import gae, next_state_values
+from core.training.logging import MetricLogger
+from core.algo.losses import explained_variance
+from core.run.runner import resolve_for_env
+from core.training.trainer import Trainer
 
 
 def main(argv=None) -> None:

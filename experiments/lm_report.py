@@ -38,7 +38,7 @@ def _ci(d) -> str:
 
 
 def curves(run_dir: Path, label: str, seed: int) -> list[dict]:
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     m = read_metrics(run_dir / "metrics.csv")
     keys = ("rollout/accuracy", "train/entropy", "rollout/length_mean", "eval/greedy", "time/elapsed_s",

@@ -72,7 +72,7 @@ def random_returns(seed: int, episodes: int) -> list[float]:
 
 def curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """(steps, smoothed per-agent return) of a run, on its own iteration grid."""
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     m = read_metrics(run_dir / "metrics.csv")
     steps, ret = np.array(m["global_step"]), np.array(m["rollout/ep_return_mean"])
@@ -84,7 +84,7 @@ def curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def final_return(run_dir: Path) -> float:
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     ret = np.array(read_metrics(run_dir / "metrics.csv")["rollout/ep_return_mean"])
     ret = ret[~np.isnan(ret)]

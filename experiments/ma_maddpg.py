@@ -73,7 +73,7 @@ def reference(name: str, actions: str, seed: int) -> dict:
 
 def curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(steps, per-update return, its SMOOTH-update moving mean aligned to steps[SMOOTH-1:])."""
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     m = read_metrics(run_dir / "metrics.csv")
     steps, ret = np.array(m["global_step"]), np.array(m["rollout/ep_return_mean"])

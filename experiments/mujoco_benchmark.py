@@ -73,8 +73,8 @@ def sb3_worker(env: str, seed: int, steps: int, out: Path) -> None:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from core.checkpoint import write_json
-    from core.logging import MetricLogger
+    from core.training.checkpoint import write_json
+    from core.training.logging import MetricLogger
 
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
@@ -132,7 +132,7 @@ def main(argv=None, prog=None) -> int:
         if unknown:
             p.error(f"unknown variants {sorted(unknown)}; choose from {sorted(variants)}")
         variants = {k: variants[k] for k in args.variants}
-    from core.envs import check_env_id
+    from core.envs.make import check_env_id
 
     for env in args.envs:  # an unknown env: one line before any run starts
         check_env_id(env)

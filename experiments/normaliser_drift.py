@@ -5,7 +5,7 @@ kept moving after that snapshot.  For checkpoints of one run at an earlier step 
 later steps B (the "collapse"), this script plays A's actor three ways on the same evaluation seeds:
 - ``as_trained``: with A's own statistics (the policy the snapshot was);
 - ``bare_restore``: with B's statistics, the weights unchanged (the remedy before commit 010ab0e);
-- ``refit_restore``: with B's statistics and the input layer refit (:func:`core.networks.refit_input_layer`).
+- ``refit_restore``: with B's statistics and the input layer refit (:func:`core.algo.networks.refit_input_layer`).
 On the states A's policy visits with its own statistics it reports how far each restore moves the policy:
 the mean KL(as trained || restored) and, for Gaussian actors, the mean action shift in units of the action
 std (``|d mean| / std``, averaged over states and action dimensions), and the share of normalised inputs at
@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from core.checkpoint import load_checkpoint
-from core.envs import ObsNormalizer
-from core.evaluation import evaluate, evaluation_envs, sample_std
-from core.networks import build_networks, input_layer, refit_input_layer
+from core.training.checkpoint import load_checkpoint
+from core.envs.make import ObsNormalizer
+from core.run.evaluation import evaluate, evaluation_envs, sample_std
+from core.algo.networks import build_networks, input_layer, refit_input_layer
 from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 

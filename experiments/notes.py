@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.checkpoint import atomic_write
+from core.training.checkpoint import atomic_write
 
 NOTES_MARKER = "<!-- notes: written by hand, kept when the tables above are regenerated -->"
 

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from core.checkpoint import atomic_write
+from core.training.checkpoint import atomic_write
 
 
 def _parse(text: str):

@@ -70,7 +70,7 @@ def _window_sums(x: np.ndarray) -> np.ndarray:
 
 def run_row(run: Path, env: str, variant: str, seed: int) -> dict:
     """One results.csv row from a finished run directory."""
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     summary = json.loads((run / "summary.json").read_text())
     m = read_metrics(run / "metrics.csv")
@@ -96,7 +96,7 @@ def median_ratio_ci(x: np.ndarray, y: np.ndarray, seed: int = 0) -> tuple[float,
 
 
 def task_table(rows: list[dict], env: str, variants: list[str], budget: int, zoo) -> list[str]:
-    from core.evaluation import sample_std
+    from core.run.evaluation import sample_std
 
     def cell(values) -> str:
         v = np.asarray(values, dtype=float)
@@ -128,7 +128,7 @@ def plot(out: Path, runs: Path, rows: list[dict], env: str, variants: list[str],
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from core.logging import read_metrics
+    from core.training.logging import read_metrics
 
     grid = np.linspace(0, budget, 101)
     fig, ax = plt.subplots(figsize=(6, 3.6))

@@ -1,14 +1,14 @@
 """Aggregate statistics for benchmark tables (Agarwal et al. 2021, "Deep RL at the Edge of the
 Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals; plus the
 held-out skill of a lookup-table predictor (how predictable a target is from a key).  Every spread the
-reports print is a sample std (ddof=1, :func:`core.evaluation.sample_std`), labelled so."""
+reports print is a sample std (ddof=1, :func:`core.run.evaluation.sample_std`), labelled so."""
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from core.evaluation import sample_std
+from core.run.evaluation import sample_std
 
 
 def iqm(x: Sequence[float]) -> float:

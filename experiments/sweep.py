@@ -74,7 +74,7 @@ def parser(prog, description: str):
     """A benchmark script's parser: usage errors are one line and exit 2."""
     import argparse
 
-    from core.cli_config import OneLineParser
+    from core.config.parsing import OneLineParser
 
     return OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -89,7 +89,7 @@ def failures(statuses: Sequence[str]) -> int:
 
 def script_main(main) -> None:
     """``if __name__ == "__main__"`` of a benchmark script: one line and exit 2 for a bad input it finds late."""
-    from core.config import ConfigError
+    from core.config.options import ConfigError
 
     sys.path.insert(0, str(ROOT))
     try:

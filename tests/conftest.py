@@ -5,7 +5,7 @@ import pytest
 def small_config():
     """A tiny, fast CartPole config factory: options as given on the command line, resolved through the recipes
     (no progress/TensorBoard/eval)."""
-    from core.runner import resolve_for_env
+    from core.run.runner import resolve_for_env
 
     def make(tmp_path, **overrides):
         base = dict(env="CartPole-v1", algo="dapo", total_steps=2048, num_envs=4, num_steps=64, num_epochs=2,

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import torch
 
-from core.logging import MetricLogger
-from core.runner import NullLogger, resolve_for_env
-from core.trainer import Trainer
+from core.training.logging import MetricLogger
+from core.run.runner import NullLogger, resolve_for_env
+from core.training.trainer import Trainer
 
 out = Path(sys.argv[1])
 cfg = resolve_for_env(dict(env=sys.argv[2], algo=sys.argv[3], total_steps=8 * 256, num_envs=4, num_steps=32,

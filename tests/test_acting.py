@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.acting import NumpyActing
-from core.networks import CategoricalActor, Critic, GaussianActor, build_networks
+from core.envs.acting import NumpyActing
+from core.algo.networks import CategoricalActor, Critic, GaussianActor, build_networks
 
 
 def _perturbed(module):
@@ -75,9 +75,9 @@ def test_supports_only_cpu_mlps():
 @pytest.mark.parametrize("numpy_acting", [True, False])
 def test_collector_paths_agree_on_values(numpy_acting):
     """Both paths store the critic's value of each observation and the log-prob of each stored action."""
-    from core.backends import make_backend
-    from core.envs import ObsNormalizer, RewardScaler
-    from core.rollout import Collector
+    from core.envs.backends import make_backend
+    from core.envs.make import ObsNormalizer, RewardScaler
+    from core.envs.rollout import Collector
 
     envs = make_backend("Pendulum-v1", 2, "sync", 0)
     actor, critic = build_networks(envs.single_observation_space, envs.single_action_space, (8,))

@@ -1,4 +1,4 @@
-"""GAE (``core.advantages.gae`` + ``next_state_values``) and GRPO's ``AutoLambda`` (docs/algorithms.md sections 1 and 3).
+"""GAE (``core.algo.advantages.gae`` + ``next_state_values``) and GRPO's ``AutoLambda`` (docs/algorithms.md sections 1 and 3).
 
 1. A 3-step, 2-env toy with gamma = lam = 0.5 worked out by hand: env 0 *terminates* at t=1 (no
    bootstrap, its final value is deliberately absurd), env 1 is *truncated* at t=1 (bootstraps from
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.advantages import AutoLambda, gae, next_state_values
+from core.algo.advantages import AutoLambda, gae, next_state_values
 
 F, T_ = False, True
 

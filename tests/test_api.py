@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import core
-from core.config import ConfigError
+from core.config.options import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 USER_ENVS = Path(__file__).parent / "user_envs"
@@ -61,7 +61,7 @@ def test_options_are_checked_like_the_cli(tmp_path):
 
 
 def test_config_objects_dicts_and_yaml_files_give_the_same_run(tmp_path):
-    from core.config import TrainConfig
+    from core.config.options import TrainConfig
 
     yaml_path = tmp_path / "exp.yaml"
     yaml_path.write_text("algo: grpo\nnum_envs: 4\nnum_steps: 64\n")
@@ -109,7 +109,7 @@ def test_a_run_on_a_lambda_resumes_with_the_env_passed_again(tmp_path, user_envs
     assert more.summary["total_steps"] == 4096 and more.config.env.startswith("dapo-local/")
     with pytest.raises(ConfigError, match=r"was a Python callable .*core.train\(resume=run_dir, env=make_env\)"):
         core.train(resume=local.run_dir, env="CartPole-v1")  # not a callable: the hint says how
-    from core.envs import resolve_env_id
+    from core.envs.make import resolve_env_id
     with pytest.raises(ConfigError, match=r"core.train\(resume=run_dir, env=make_env\)"):
         resolve_env_id("dapo-local/make_env-1234")  # another process: the saved id names nothing
 
@@ -117,12 +117,12 @@ def test_a_run_on_a_lambda_resumes_with_the_env_passed_again(tmp_path, user_envs
 def test_a_yaml_config_resolves_like_dapo_run_config(tmp_path, monkeypatch):
     """core.train(config=FILE) and dapo run --config FILE resolve the same config; the file's env picks the presets
     (Pendulum: the continuous family's) and its env kwargs are checked before anything is made."""
-    import core.runner
-    from core.cli import main
+    import core.run.runner
+    from core.run.cli import main
 
     seen = []
-    monkeypatch.setattr(core.runner, "run_experiment", lambda cfg, resume=False: seen.append(cfg) or {"run_dir": "-"})
-    monkeypatch.setattr(core.runner, "summary_line", lambda summary: "")
+    monkeypatch.setattr(core.run.runner, "run_experiment", lambda cfg, resume=False: seen.append(cfg) or {"run_dir": "-"})
+    monkeypatch.setattr(core.run.runner, "summary_line", lambda summary: "")
     path = tmp_path / "pend.yaml"
     path.write_text("env: Pendulum-v1\nenv_kwargs: {g: 9.0}\n")
     assert main(["run", "--config", str(path)]) == 0

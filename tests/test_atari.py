@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import make_backend
-from core.config import ConfigError
-from core.envs import ObsNormalizer, RewardScaler, make_vec_env
-from core.evaluation import evaluate
-from core.networks import CategoricalActor, NatureCNN, build_networks, preferred_cnn_precision
-from core.rollout import Collector
-from core.runner import resolve_for_env
+from core.envs.backends import make_backend
+from core.config.options import ConfigError
+from core.envs.make import ObsNormalizer, RewardScaler, make_vec_env
+from core.run.evaluation import evaluate
+from core.algo.networks import CategoricalActor, NatureCNN, build_networks, preferred_cnn_precision
+from core.envs.rollout import Collector
+from core.run.runner import resolve_for_env
 
 
 def _random_steps(env_id, training, steps, num_envs=2, seed=3):
@@ -92,7 +92,7 @@ def test_frames_get_one_cnn_shared_by_policy_and_value_heads():
 def test_atari_presets_and_errors():
     cfg = resolve_for_env(dict(env="ALE/Pong-v5", algo="dapo"))
     assert (cfg.backend, cfg.precision, cfg.clip_eps, cfg.ent_coef, cfg.num_envs, cfg.num_steps) == \
-        ("auto", preferred_cnn_precision(), 0.1, 0.01, 8, 128)  # EnvPool if installed, else core/atari.py
+        ("auto", preferred_cnn_precision(), 0.1, 0.01, 8, 128)  # EnvPool if installed, else core/envs/atari.py
     with pytest.raises(ConfigError, match="--norm-obs does not apply"):
         resolve_for_env(dict(env="ALE/Pong-v5", norm_obs=True))
     assert cfg.eval_deterministic is False

@@ -1,4 +1,4 @@
-"""Atari without EnvPool (core/atari.py): EnvPool's preprocessing and episode accounting on ale-py."""
+"""Atari without EnvPool (core/envs/atari.py): EnvPool's preprocessing and episode accounting on ale-py."""
 import importlib.util
 import json
 import sys
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.atari import AtariGame, area_taps, area_weights, resize
-from core.backends import EnvPoolBackend, make_backend
-from core.cli import main
+from core.envs.atari import AtariGame, area_taps, area_weights, resize
+from core.envs.backends import EnvPoolBackend, make_backend
+from core.run.cli import main
 
 HAS_ENVPOOL = importlib.util.find_spec("envpool") is not None
 BACKENDS = ["sync", "async", pytest.param("envpool", marks=pytest.mark.skipif(
@@ -113,7 +113,7 @@ def test_seeds_set_the_no_op_starts():
 
 
 def test_auto_uses_ale_py_without_envpool_and_errors_stay_one_line(no_envpool):
-    from core.config import ConfigError
+    from core.config.options import ConfigError
 
     envs = make_backend("ALE/Pong-v5", 1, "auto", 0)
     assert not isinstance(envs, EnvPoolBackend) and envs.single_action_space.n == 6

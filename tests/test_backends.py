@@ -3,13 +3,13 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import make_backend
-from core.config import ConfigError
-from core.envs import ObsNormalizer, RewardScaler
-from core.logging import MetricLogger
-from core.networks import CategoricalActor, Critic, GaussianActor
-from core.rollout import Collector
-from core.trainer import Trainer
+from core.envs.backends import make_backend
+from core.config.options import ConfigError
+from core.envs.make import ObsNormalizer, RewardScaler
+from core.training.logging import MetricLogger
+from core.algo.networks import CategoricalActor, Critic, GaussianActor
+from core.envs.rollout import Collector
+from core.training.trainer import Trainer
 
 
 def _collect(env_id, backend, num_envs, num_steps, actor_cls, act_dim):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.cli import main
+from core.run.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 HUGE = str(2**70)
@@ -18,7 +18,7 @@ HUGE = str(2**70)
 def fixtures(tmp_path_factory):
     """Files the cases point at: a finished run, a file, a run with a checkpoint lacking a key, a corrupt one, bad
     YAML files."""
-    from core.checkpoint import load_checkpoint, save_checkpoint
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
 
     root = tmp_path_factory.mktemp("fixtures")
     run = root / "run"
@@ -65,7 +65,7 @@ CONFIG_DELETIONS = ("lr", "gamma", "dynamic_sampling")
 def _corrupt_copies(root: Path, run: Path) -> None:
     import yaml
 
-    from core.checkpoint import load_checkpoint, save_checkpoint
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
     for name, edit in CHECKPOINT_EDITS.items():
         shutil.copytree(run, root / name)
         edited = load_checkpoint(run / "checkpoint.pt")

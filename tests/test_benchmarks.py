@@ -199,8 +199,8 @@ def test_normaliser_drift_script_refit_matches_the_trained_policy(tmp_path, smal
     the refit one does not (to float rounding), and the tables are written."""
     import shutil
 
-    from core.logging import MetricLogger
-    from core.trainer import Trainer
+    from core.training.logging import MetricLogger
+    from core.training.trainer import Trainer
     from experiments import normaliser_drift
 
     cfg = small_config(tmp_path, env="Pendulum-v1", num_envs=2, num_steps=64, total_steps=6 * 128, norm_obs=True)
@@ -227,7 +227,7 @@ def test_halfcheetah_posture_by_hand_and_end_to_end(tmp_path, small_config):
     consistent with its label, the count table; runs of another env and empty folders are refused by name."""
     import numpy as np
 
-    from core.runner import run_experiment
+    from core.run.runner import run_experiment
     from experiments import halfcheetah_posture as hp
 
     obs = np.zeros((5, 17))
@@ -255,7 +255,7 @@ def test_adam_step_share_by_hand_and_end_to_end(tmp_path, small_config):
     entries has an eps-free step |m|/sqrt(v) of 1, so the share is (0.5 + 10/11) / 2; v = 0 entries are skipped.
     End to end: PPO and DAPO runs laid out like the benchmark's give one row each with shares in (0, 1] and
     their gradient clip named from their configs."""
-    from core.runner import run_experiment
+    from core.run.runner import run_experiment
     import torch
 
     from experiments import adam_step_share as ass

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from core.run.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -201,8 +201,8 @@ def test_errors_exit_2_without_traceback_as_a_process(tmp_path):
 
 def test_multi_agent_runs_route_to_dapo_ma(capsys, tmp_path):
     """An MPE env or a multi-agent algo selects the multi-agent options, runner and evaluation."""
-    from core.cli import pick_family
-    from core.registry import plugins
+    from core.run.cli import pick_family
+    from core.run.registry import plugins
 
     def family(argv):
         return pick_family(argv, plugins()).name
@@ -255,7 +255,7 @@ def test_the_live_bar_keeps_its_numbers_on_narrow_terminals(width):
     from rich.console import Console
     from rich.progress import Progress as RichProgress
 
-    from core.logging import bar_columns
+    from core.training.logging import bar_columns
 
     console = Console(width=width, force_terminal=True, color_system=None, record=True, file=io.StringIO())
     bar = RichProgress(*bar_columns(), expand=True, console=console)
@@ -268,7 +268,7 @@ def test_the_live_bar_keeps_its_numbers_on_narrow_terminals(width):
 def test_plain_progress_prints_the_final_line_once():
     import io
 
-    from core.logging import Progress
+    from core.training.logging import Progress
 
     out = io.StringIO()
     p = Progress(total=256, start=0, description="ppo CartPole-v1", every_s=10.0, stream=out)

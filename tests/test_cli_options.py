@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from core import recipes
-from core.cli import build_parser, explicit_from_args, main
-from core.cli_config import field_docs, first_sentence, parse_kwargs_text
-from core.config import ConfigError, TrainConfig
-from core.presets import resolve
-from core.registry import plugins
+from core.run import recipes
+from core.run.cli import build_parser, explicit_from_args, main
+from core.config.parsing import field_docs, first_sentence, parse_kwargs_text
+from core.config.options import ConfigError, TrainConfig
+from core.run.presets import resolve
+from core.run.registry import plugins
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("dapo", "mappo", "dapo-dt")  # one algorithm of each family
@@ -211,7 +211,7 @@ def test_ext_without_a_value_shows_an_ext_example(capsys):
 
 @pytest.mark.parametrize("algo", FAMILIES)
 def test_run_dir_help_gives_the_names_runs_get(algo):
-    from core.runner import default_run_dir
+    from core.run.runner import default_run_dir
 
     cls = plugins().family_of(algo).get("config")
     pattern = re.search(r"runs/(\S+)\)", field_docs(cls)[0]["run_dir"]).group(1)
@@ -257,12 +257,12 @@ def test_docs_lists_exactly_the_flags_dapo_run_accepts():
 
 
 def test_docs_command_takes_an_output_path_and_help(tmp_path, monkeypatch, capsys):
-    from core import docs
+    from core.run import docs
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
         docs.main(["--help"])
-    assert exc.value.code == 0 and "usage: python -m core.docs [-h] [out]" in capsys.readouterr().out
+    assert exc.value.code == 0 and "usage: python -m core.run.docs [-h] [out]" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         docs.main(["--out"])
     assert exc.value.code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1

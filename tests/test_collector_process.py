@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.backends import make_backend
-from core.collector_process import CollectorProcess, WorkerSpec
-from core.envs import ObsNormalizer, RewardScaler
-from core.networks import build_networks
-from core.rollout import Collector
+from core.envs.backends import make_backend
+from core.envs.collector import CollectorProcess, WorkerSpec
+from core.envs.make import ObsNormalizer, RewardScaler
+from core.algo.networks import build_networks
+from core.envs.rollout import Collector
 
 
 def _pair(env_id: str, num_envs: int, num_steps: int, seed: int = 3):
@@ -86,8 +86,8 @@ def test_a_dead_worker_gives_a_clear_error():
 def test_overlap_by_process_trains_exactly_like_overlap_by_thread(tmp_path, small_config, monkeypatch):
     """End to end, with observation and reward normalisation (the statistics travel with every request):
     the worker process and the worker thread give the same weights and the same logged metrics."""
-    from core.logging import MetricLogger
-    from core.trainer import Trainer
+    from core.training.logging import MetricLogger
+    from core.training.trainer import Trainer
     from tests.test_trainer import _params, _rows
 
     def run(name):

@@ -3,8 +3,8 @@ import warnings
 
 import torch
 
-from core.compile import maybe_compile
-from core.sampler import sampling_probs
+from core.training.compile import maybe_compile
+from core.algo.sampler import sampling_probs
 
 
 def test_compiled_sampling_probs_match_eager():

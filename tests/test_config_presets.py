@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.cli_config import write_yaml_config
-from core.config import ConfigError
-from core.presets import resolve
-from core.runner import load_run_config, settings_line
+from core.config.parsing import write_yaml_config
+from core.config.options import ConfigError
+from core.run.presets import resolve
+from core.run.runner import load_run_config, settings_line
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.config import ConfigError
-from core.logging import MetricLogger
-from core.sampler import Temperature
+from core.config.options import ConfigError
+from core.training.logging import MetricLogger
+from core.algo.sampler import Temperature
 from dapo_ma import dapo_maddpg as dm
 from dapo_ma.config import resolve
 from dapo_ma.maddpg import MADDPGTrainer
@@ -114,7 +114,7 @@ def test_dapo_maddpg_resumes_exactly(tmp_path):
     full.train(MetricLogger(tmp_path / "full", tensorboard=False))
     first = _trainer(tmp_path, "split", algo="dapo-maddpg", total_steps=1200)
     first.train(MetricLogger(tmp_path / "split", tensorboard=False), max_iterations=5)
-    from core.checkpoint import load_checkpoint
+    from core.training.checkpoint import load_checkpoint
     state = load_checkpoint(tmp_path / "split" / "checkpoint.pt")
     resumed = MADDPGTrainer(first.cfg, tmp_path / "split", state)
     resumed.train(MetricLogger(tmp_path / "split", resume_step=resumed.global_step, tensorboard=False))

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.advantages import gae
-from core.losses import exponential_advantage_weights, policy_loss, value_loss, weighted_action_loss
-from core.networks import build_networks
-from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, GradGroups, UpdateSettings, ppo_update
+from core.algo.advantages import gae
+from core.algo.losses import exponential_advantage_weights, policy_loss, value_loss, weighted_action_loss
+from core.algo.networks import build_networks
+from core.algo.sampler import DynamicSampler, Temperature, Transitions
+from core.training.update import Evaluation, GradGroups, UpdateSettings, ppo_update
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -173,8 +173,8 @@ def test_decision_transformer_loss_and_gradients_match_the_cpu(device):
 
 @pytest.mark.parametrize("algo,env", [("dapo", "CartPole-v1"), ("ppo", "Pendulum-v1")])
 def test_trainer_keeps_its_networks_and_rollouts_on_the_device(tmp_path, small_config, device, algo, env):
-    from core.logging import MetricLogger
-    from core.trainer import Trainer
+    from core.training.logging import MetricLogger
+    from core.training.trainer import Trainer
 
     cfg = small_config(tmp_path, algo=algo, env=env, device=str(device), total_steps=512)
     t = Trainer(cfg, tmp_path)
@@ -197,7 +197,7 @@ def test_multi_agent_trainers_run_on_the_device(tmp_path, device, algo):
 
 def test_lm_losses_and_gradients_match_the_cpu(device):
     """DAPO-LM's token loss: group advantages, clip-higher surrogate, each aggregation, and the gradient."""
-    from core.lm_losses import aggregate, batch_normaliser, clipped_token_surrogate, group_advantages, response_mask
+    from dapo_lm.losses import aggregate, batch_normaliser, clipped_token_surrogate, group_advantages, response_mask
 
     rewards = torch.tensor([[1.0, -1.0, -1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     lengths, truncated = torch.tensor([3, 5, 2, 6, 4, 1, 6, 2]), torch.tensor([0, 0, 0, 1, 0, 0, 1, 0]).bool()

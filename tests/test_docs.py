@@ -6,8 +6,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_options_md_is_current():
-    from core.docs import options_markdown
-    assert (REPO / "docs" / "options.md").read_text() == options_markdown(), "run: python -m core.docs"
+    from core.run.docs import options_markdown
+    assert (REPO / "docs" / "options.md").read_text() == options_markdown(), "run: python -m core.run.docs"
 
 
 def test_no_reference_to_a_spec_that_does_not_ship():

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from core.cli import main
-from core.config import ConfigError
+from core.run.cli import main
+from core.config.options import ConfigError
 from dapo_dt import data
 from dapo_dt.config import DTConfig, resolve
 from dapo_dt.online import CLIP_BOUNDS, adapt_clip
@@ -275,7 +275,7 @@ def test_human_normalised_scores():
 @pytest.mark.parametrize("envpool", ["installed", "hidden"])
 def test_collect_train_eval_end_to_end(tmp_path, capsys, monkeypatch, envpool):
     """A 256-step Pong PPO run as behaviour policy -> a Minari dataset of whole games -> DAPO-DT offline +
-    online -> evaluation, all through the CLI; on EnvPool and, with it hidden, on ale-py (core/atari.py)."""
+    online -> evaluation, all through the CLI; on EnvPool and, with it hidden, on ale-py (core/envs/atari.py)."""
     if envpool == "hidden":
         monkeypatch.setitem(sys.modules, "envpool", None)
     else:
@@ -309,7 +309,7 @@ def test_collect_train_eval_end_to_end(tmp_path, capsys, monkeypatch, envpool):
 
 def _fake_dt_run(runs, variant, frac, seed, steps, scores):
     """A finished dt_benchmark run directory on Pong: ``eval/return_mean`` = ``scores`` at ``steps``."""
-    from core.logging import MetricLogger
+    from core.training.logging import MetricLogger
     from experiments.dt_benchmark import run_path
 
     d = run_path(runs, "ALE/Pong-v5", variant, frac, seed)

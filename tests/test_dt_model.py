@@ -1,4 +1,4 @@
-"""Decision Transformer model (``dapo_dt.model``) and its losses (``core.losses``), docs/algorithms.md section 6.
+"""Decision Transformer model (``dapo_dt.model``) and its losses (``core.algo.losses``), docs/algorithms.md section 6.
 
 Tiny configs (d=32, 2 layers, K=4, batch 2) so every test runs in well under a second on CPU.
 Hand-computed expectations are literals worked out in the docstring or comment next to them.
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from core.losses import exponential_advantage_weights, weighted_action_loss
+from core.algo.losses import exponential_advantage_weights, weighted_action_loss
 from dapo_dt.model import DecisionTransformer, DTModelConfig, NatureCNN
 
 B, K, A = 2, 4, 5

@@ -1,4 +1,4 @@
-"""Training-health monitors (``core.health``, docs/algorithms.md section 4.4).
+"""Training-health monitors (``core.algo.health``, docs/algorithms.md section 4.4).
 
 PolicyCollapseMonitor: a hand-traced small case; fires on an injected drop (returns rise 0 -> 100,
 then fall to ~10) and with negative returns (-1000 -> -200 -> -900); silent on a healthy noisy rising
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from core.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite, widen_eps_pi_scale
+from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite, widen_eps_pi_scale
 
 
 def _feed(monitor, returns, per_call=1):
@@ -285,7 +285,7 @@ def test_all_finite():
 
 
 def test_non_finite_guard_restores_the_last_healthy_state():
-    from core.health import NonFiniteGuard
+    from core.algo.health import NonFiniteGuard
 
     net = torch.nn.Linear(2, 1)
     critic = torch.nn.Linear(2, 1)

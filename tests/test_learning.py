@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import core
-from core.logging import read_metrics
+from core.training.logging import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 

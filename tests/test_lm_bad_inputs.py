@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from core.run.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 LM = ["run", "--algo", "dapo-lm"]

@@ -1,4 +1,4 @@
-"""core.lm_losses and core.group_filter by hand numbers: group advantages, the per-token clipped surrogate with
+"""dapo_lm.losses and dapo_lm.group_filter by hand numbers: group advantages, the per-token clipped surrogate with
 clip-higher, the three aggregations (and that gradient accumulation leaves them unchanged), overlong shaping and
 the group filter (all-equal, float noise, cap reached, surplus kept)."""
 import math
@@ -7,8 +7,8 @@ import warnings
 import pytest
 import torch
 
-from core.group_filter import GroupFilter
-from core.lm_losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
+from dapo_lm.group_filter import GroupFilter
+from dapo_lm.losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
                             overlong_penalty, response_mask)
 
 

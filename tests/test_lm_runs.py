@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from core.cli import main
+from core.run.cli import main
 from dapo_lm import tasks
 from dapo_lm.tasks import Problem, Task
 
@@ -101,8 +101,8 @@ def test_ladder_recipes_switch_one_technique_each():
 def test_surplus_groups_survive_a_checkpoint(tmp_path):
     import torch
 
-    from core.checkpoint import load_checkpoint, save_checkpoint
-    from core.group_filter import GroupFilter
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
+    from dapo_lm.group_filter import GroupFilter
 
     f = GroupFilter(target=1, max_rounds=1)
     group = {"prompt": torch.tensor([1, 5, 6]), "tokens": torch.zeros(2, 3, dtype=torch.long),
@@ -116,8 +116,8 @@ def test_surplus_groups_survive_a_checkpoint(tmp_path):
 
 def test_family_api_and_routing():
     import dapo_lm
-    from core.cli import pick_family
-    from core.registry import plugins
+    from core.run.cli import pick_family
+    from core.run.registry import plugins
 
     assert {"train", "load"} <= set(dapo_lm.__all__) and all(hasattr(dapo_lm, n) for n in dapo_lm.__all__)
     assert pick_family(["run", "--algo", "dapo-lm"], plugins()).name == "Sequence generation"
@@ -202,8 +202,8 @@ def test_a_checkpoint_from_another_device_type_loads(tmp_path):
 
 
 def test_resume_refuses_options_this_family_does_not_have_in_one_line():
-    from core.config import ConfigError
-    from core.runner import resume_config
+    from core.config.options import ConfigError
+    from core.run.runner import resume_config
     from dapo_lm.config import LMConfig, resolve
 
     saved = resolve({"run_dir": "x"})

@@ -1,4 +1,4 @@
-"""Hand-computed checks of the PPO-family losses in ``core.losses`` (docs/algorithms.md sections 2-4.2).
+"""Hand-computed checks of the PPO-family losses in ``core.algo.losses`` (docs/algorithms.md sections 2-4.2).
 
 Every expected number is a literal worked out by hand in the comment next to it; none is obtained
 by re-implementing the formula under test.  The standard toy uses ``logp_old = 0`` and
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from core.losses import combined_objective, entropy_bonus, explained_variance, policy_loss, value_loss
+from core.algo.losses import combined_objective, entropy_bonus, explained_variance, policy_loss, value_loss
 
 RATIOS = [0.5, 1.0, 1.25, 1.5]
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-import core.update
-from core.losses import policy_loss
-from core.sampler import Temperature
+import core.training.update
+from core.algo.losses import policy_loss
+from core.algo.sampler import Temperature
 from dapo_ma.buffer import AgentSampler, MATransitions
 from dapo_ma.clips import AgentClips
 from dapo_ma.config import MAConfig, resolve
@@ -60,7 +60,7 @@ def test_trainer_update_gathers_each_samples_own_agent_clip(tmp_path, monkeypatc
     t = OnPolicyMATrainer(cfg, tmp_path)
     t.clips.pi_scale = torch.tensor([0.5, 1.0, 2.0])
     seen = []
-    real_policy_loss, real_evaluate = core.update.policy_loss, t._evaluate
+    real_policy_loss, real_evaluate = core.training.update.policy_loss, t._evaluate
 
     def spy_evaluate(mb):
         seen.append(mb.agent_id.clone())
@@ -69,7 +69,7 @@ def test_trainer_update_gathers_each_samples_own_agent_clip(tmp_path, monkeypatc
     def spy_policy_loss(logp, logp_old, adv, eps_low, eps_high, weights=None):
         seen.append(eps_low.clone())
         return real_policy_loss(logp, logp_old, adv, eps_low, eps_high, weights)
-    monkeypatch.setattr(core.update, "policy_loss", spy_policy_loss)
+    monkeypatch.setattr(core.training.update, "policy_loss", spy_policy_loss)
     t._evaluate = spy_evaluate
     t.iterate()
     table = torch.tensor([0.1, 0.2, 0.4])

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint
-from core.config import ConfigError, RunInterrupted
-from core.logging import MetricLogger
+from core.training.checkpoint import load_checkpoint
+from core.config.options import ConfigError, RunInterrupted
+from core.training.logging import MetricLogger
 from dapo_ma.config import MA_ALGOS, MAConfig, resolve
 from dapo_ma.evaluation import evaluate_run
 from dapo_ma.runner import load_run_config, make_trainer, run_experiment

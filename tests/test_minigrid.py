@@ -1,13 +1,13 @@
-"""MiniGrid ids (``core.minigrid``): the flat one-hot view, the env family's recipe, the success flag from the env
+"""MiniGrid ids (``core.envs.minigrid``): the flat one-hot view, the env family's recipe, the success flag from the env
 through the vector backend and the collector to ``rollout/success_rate``, and (slow) learning an empty room."""
 import csv
 
 import numpy as np
 import pytest
 
-from core.backends import make_backend
-from core.config import ConfigError
-from core.envs import env_family, make_env
+from core.envs.backends import make_backend
+from core.config.options import ConfigError
+from core.envs.make import env_family, make_env
 
 pytest.importorskip("minigrid")
 
@@ -49,7 +49,7 @@ def test_success_reaches_the_backend_step(actions, success):
 
 
 def test_envs_without_the_flag_report_no_success_rate(tmp_path, small_config):
-    from core.trainer import Trainer
+    from core.training.trainer import Trainer
 
     t = Trainer(small_config(tmp_path, total_steps=512), tmp_path)  # CartPole: no is_success
     assert "rollout/success_rate" not in t.iterate()
@@ -57,7 +57,7 @@ def test_envs_without_the_flag_report_no_success_rate(tmp_path, small_config):
 
 @pytest.mark.slow
 def test_dapo_learns_an_empty_room(tmp_path):
-    from core.cli import main
+    from core.run.cli import main
 
     run = tmp_path / "r"
     assert main(["run", "--env", "MiniGrid-Empty-5x5-v0", "--algo", "dapo", "--total-steps", "10240", "--seed", "1",

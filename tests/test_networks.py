@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.envs import ObsNormalizer
-from core.networks import CategoricalActor, Critic, GaussianActor, build_networks, input_layer, refit_input_layer
+from core.envs.make import ObsNormalizer
+from core.algo.networks import CategoricalActor, Critic, GaussianActor, build_networks, input_layer, refit_input_layer
 
 
 def test_gaussian_sample_and_evaluate_match_the_normal_distribution():

@@ -21,9 +21,9 @@ import math
 
 import torch
 
-from core.sampler import DynamicSampler, Temperature, Transitions
-from core.losses import normalised_advantages
-from core.update import Evaluation, GradGroups, UpdateSettings, ppo_update
+from core.algo.sampler import DynamicSampler, Temperature, Transitions
+from core.algo.losses import normalised_advantages
+from core.training.update import Evaluation, GradGroups, UpdateSettings, ppo_update
 
 N, T, M, K = 256, 0.3, 64, 4000  # window, temperature, minibatch size, minibatches per estimate
 

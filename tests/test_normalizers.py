@@ -1,4 +1,4 @@
-"""Observation and reward normalisation (``core.envs``: RunningMeanStd, ObsNormalizer, RewardScaler).
+"""Observation and reward normalisation (``core.envs.make``: RunningMeanStd, ObsNormalizer, RewardScaler).
 
 RunningMeanStd's batched (Chan et al.) update must equal the plain statistics of all data seen,
 where the initial state (mean 0, var 1, count 1e-4) acts as a tiny prior pseudo-sample.
@@ -8,7 +8,7 @@ divides by the running std of each env's discounted return and restarts that ret
 import numpy as np
 import pytest
 
-from core.envs import ObsNormalizer, RewardScaler, RunningMeanStd
+from core.envs.make import ObsNormalizer, RewardScaler, RunningMeanStd
 
 
 def _batches(sizes, seed=0):

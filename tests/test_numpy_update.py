@@ -1,10 +1,10 @@
-"""The NumPy update (``core.numpy_update``) against the torch update it replaces on the CPU.
+"""The NumPy update (``core.training.numpy_update``) against the torch update it replaces on the CPU.
 
 Same networks, same sampler draws, same settings: after several epochs of Adam steps the parameters, the
 Adam moments and the reported ``train/`` metrics must agree to float32 rounding, for Gaussian and
 categorical actors, PPO's joint clipping, GRPO's value clip and DAPO's separate groups with prioritised
 draws, importance weights (and ``--resampling weighted``'s weights, with the advantage statistics taken under
-them), weights on the surrogate only (PufferLib's prioritized segments, ``core.segment_sampler``), clip-higher
+them), weights on the surrogate only (PufferLib's prioritized segments, ``core.algo.segment_sampler``), clip-higher
 and an entropy bonus.  A wrong sign or a missing term in any hand-derived gradient moves the weights far
 outside these tolerances (the last test checks that the comparison can fail).
 """
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.networks import CategoricalActor, Critic, GaussianActor
-from core.numpy_update import NumpyUpdate
-from core.sampler import DynamicSampler, Temperature, Transitions
-from core.segment_sampler import SegmentSampler
-from core.update import PROXIMAL_WEIGHT_CAP, Evaluation, UpdateSettings, grad_groups, ppo_update, proximal_anchor
+from core.algo.networks import CategoricalActor, Critic, GaussianActor
+from core.training.numpy_update import NumpyUpdate
+from core.algo.sampler import DynamicSampler, Temperature, Transitions
+from core.algo.segment_sampler import SegmentSampler
+from core.training.update import PROXIMAL_WEIGHT_CAP, Evaluation, UpdateSettings, grad_groups, ppo_update, proximal_anchor
 
 N, OBS, ACT = 96, 5, 3
 
@@ -103,7 +103,7 @@ def test_numpy_update_matches_the_torch_update(case, discrete):
 @pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
 def test_the_comparison_detects_a_wrong_gradient(monkeypatch, discrete):
     """Drop the entropy bonus from the gradient: the DAPO case must then fail the same tolerance."""
-    import core.numpy_update as nu
+    import core.training.numpy_update as nu
 
     settings = UpdateSettings(num_epochs=4, num_minibatches=3, minibatch_size=32, norm_adv=True, vf_coef=0.5,
                               ent_coef=0.05, max_grad_norm=0.5)
@@ -138,8 +138,8 @@ def test_supports_only_cpu_tanh_mlps_on_one_process():
 def test_trainer_takes_the_numpy_path_where_supported_and_matches_torch(tmp_path, small_config):
     """One Pendulum iteration with and without ``--numpy-update``: the same collected data, then the same
     weights up to float32 rounding; --compile keeps the torch path."""
-    from core.logging import MetricLogger
-    from core.trainer import Trainer
+    from core.training.logging import MetricLogger
+    from core.training.trainer import Trainer
 
     trainers = {}
     for fast in (True, False):

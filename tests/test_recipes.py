@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core import recipes
-from core.cli_config import coerce_mapping
-from core.config import TrainConfig
-from core.legacy import translate
-from core.presets import resolve
+from core.run import recipes
+from core.config.parsing import coerce_mapping
+from core.config.options import TrainConfig
+from core.config.legacy import translate
+from core.run.presets import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"

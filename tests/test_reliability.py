@@ -104,8 +104,8 @@ def test_a_hostile_snapshot_and_first_format_tricks_are_refused(tmp_path):
     """A version-1 checkpoint may hold NumPy arrays (an allow-list loads them) but never anything else."""
     import numpy as np
 
-    from core.checkpoint import load_checkpoint
-    from core.config import ConfigError
+    from core.training.checkpoint import load_checkpoint
+    from core.config.options import ConfigError
     marker = tmp_path / "code_ran"
     torch.save({"version": 1, "obs_norm": {"mean": np.zeros(3)}, "evil": Payload(marker)}, tmp_path / "v1.pt")
     with pytest.raises(ConfigError, match="refused"):
@@ -123,7 +123,7 @@ def test_checkpoints_round_trip_plain_data_and_refuse_objects(tmp_path):
 
     import numpy as np
 
-    from core.checkpoint import load_checkpoint, save_checkpoint
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
     Rec = namedtuple("Rec", "obs adv")
     state = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.float64(1.5), "c": deque([1, 2]),
              "d": Rec(torch.ones(2), np.int64(3)), "e": (1, None, "x", b"y"), "rng": np.random.get_state()}
@@ -244,7 +244,7 @@ TINY = ["--algo", "ppo", "--num-envs", "2", "--num-steps", "64", "--num-minibatc
 
 
 def _main_one_line(capsys, argv, expect, code=2):
-    from core.cli import main
+    from core.run.cli import main
 
     capsys.readouterr()
     assert main([str(a) for a in argv]) == code
@@ -267,12 +267,12 @@ def test_a_start_stopped_before_its_first_checkpoint_can_be_started_again(tiny_r
 
 
 def test_a_start_that_fails_after_taking_the_lock_leaves_nothing(tmp_path, monkeypatch, capsys):
-    import core.runner
-    from core.config import ConfigError
+    import core.run.runner
+    from core.config.options import ConfigError
 
     def failing(cfg, run_dir):
         raise ConfigError("the trainer refused")
-    monkeypatch.setattr(core.runner, "Trainer", failing)
+    monkeypatch.setattr(core.run.runner, "Trainer", failing)
     _main_one_line(capsys, ["run", "--run-dir", tmp_path / "new" / "run", *TINY], "the trainer refused")
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "empty").mkdir()
@@ -281,7 +281,7 @@ def test_a_start_that_fails_after_taking_the_lock_leaves_nothing(tmp_path, monke
 
 
 def test_resume_without_total_steps_accepts_a_budget_rounded_up_to_whole_iterations(tmp_path, capsys):
-    from core.cli import main
+    from core.run.cli import main
 
     run = tmp_path / "run"
     assert main(["run", "--run-dir", str(run), "--total-steps", "200", *TINY]) == 0  # 2 iterations of 128: 256
@@ -309,8 +309,8 @@ MALFORMED = {  # what decode() is given in place of an encoded array or record
 
 @pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed_checkpoint_data_is_refused_in_one_line(tmp_path, payload):
-    from core.checkpoint import load_checkpoint
-    from core.config import ConfigError
+    from core.training.checkpoint import load_checkpoint
+    from core.config.options import ConfigError
     torch.save({"version": 2, "global_step": 1, "actor": payload}, tmp_path / "c.pt")
     with pytest.raises(ConfigError, match=f"checkpoint {tmp_path / 'c.pt'} .*(refused|corrupt)") as e:
         load_checkpoint(tmp_path / "c.pt")
@@ -321,8 +321,8 @@ def test_summaries_are_standard_json_and_say_n_a_for_undefined_numbers(tiny_run,
     """One eval episode has no sample std: summary.json holds null (not NaN), the summary lines print n/a."""
     import json
 
-    from core.checkpoint import write_json
-    from core.runner import summary_line
+    from core.training.checkpoint import write_json
+    from core.run.runner import summary_line
     from dapo_dt.runner import summary_line as dt_line
     from dapo_ma.runner import summary_line as ma_line
 

@@ -2,10 +2,10 @@
 import numpy as np
 import torch
 
-from core.backends import make_backend
-from core.envs import ObsNormalizer, RewardScaler, make_vec_env
-from core.networks import CategoricalActor, Critic, GaussianActor
-from core.rollout import Collector
+from core.envs.backends import make_backend
+from core.envs.make import ObsNormalizer, RewardScaler, make_vec_env
+from core.algo.networks import CategoricalActor, Critic, GaussianActor
+from core.envs.rollout import Collector
 
 
 def _collector(env_id, num_envs, num_steps, norm=False, backend="sync"):

@@ -1,4 +1,4 @@
-"""DAPO's dynamic sampler (``core.sampler``, docs/algorithms.md section 4.2).
+"""DAPO's dynamic sampler (``core.algo.sampler``, docs/algorithms.md section 4.2).
 
 Checked here: the sampling distribution ``p = softmax((|A|/max|A|)/T)`` and ESS on hand numbers;
 that ``DynamicSampler.minibatches`` really draws from ``p`` (chi-square and 5-sigma binomial bounds,
@@ -14,7 +14,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from core.sampler import DynamicSampler, Temperature, Transitions, effective_sample_size, sampling_probs
+from core.algo.sampler import DynamicSampler, Temperature, Transitions, effective_sample_size, sampling_probs
 
 CPU = torch.device("cpu")
 
@@ -409,7 +409,7 @@ def test_different_seeds_give_different_draws():
 
 def test_systematic_draws_hand_counts():
     """p = (1/2, 1/4, 1/4), m = 4: the points (u + k)/4 fall twice in [0, .5) and once in each quarter."""
-    from core.sampler import systematic_draws
+    from core.algo.sampler import systematic_draws
     p = torch.tensor([0.5, 0.25, 0.25])
     for seed in range(5):
         draws = systematic_draws(p, 4, torch.Generator().manual_seed(seed))
@@ -417,7 +417,7 @@ def test_systematic_draws_hand_counts():
 
 
 def test_systematic_counts_are_floor_or_ceil_of_expected():
-    from core.sampler import systematic_draws
+    from core.algo.sampler import systematic_draws
     g = torch.Generator().manual_seed(0)
     p = torch.softmax(torch.randn(50, generator=g) * 2, 0)
     m = 320
@@ -435,7 +435,7 @@ def test_systematic_uniform_visits_each_transition_once_per_epoch():
 
 
 def test_draws_without_replacement_never_repeat_within_a_round():
-    from core.sampler import draws_without_replacement
+    from core.algo.sampler import draws_without_replacement
     g = torch.Generator().manual_seed(0)
     p = torch.softmax(torch.randn(40, generator=g), 0)
     assert sorted(draws_without_replacement(p, 40, g).tolist()) == list(range(40))  # m = N: a permutation
@@ -449,7 +449,7 @@ def test_draws_without_replacement_select_large_p():
     """p = (0.97, 0.01, 0.01, 0.01), 2 draws: index 0 is missed only if both draws avoid it,
     P = 0.03 * (1 - 0.97 / 0.99) = 6e-4, so it is in (almost) every pair; an index of p 0.01 is in
     P = 0.01 + 0.97 * 0.01/0.03 + 2 * 0.01 * 0.01/0.99 ~= 0.34 of them."""
-    from core.sampler import draws_without_replacement
+    from core.algo.sampler import draws_without_replacement
     g = torch.Generator().manual_seed(0)
     p = torch.tensor([0.97, 0.01, 0.01, 0.01])
     pairs = [draws_without_replacement(p, 2, g) for _ in range(2000)]
@@ -474,8 +474,8 @@ def test_sampler_without_replacement_selects_from_a_window_of_two_rollouts():
 
 
 def test_without_replacement_refuses_importance_correction():
-    from core.config import ConfigError
-    from core.presets import resolve
+    from core.config.options import ConfigError
+    from core.run.presets import resolve
     with pytest.raises(ConfigError, match="without-replacement"):
         resolve(dict(env="Pendulum-v1", algo="dapo", dynamic_sampling=True, resampling="without-replacement",
                      importance_correction=True), "continuous")
@@ -521,8 +521,8 @@ def test_weighted_epoch_mean_equals_the_expectation_of_multinomial_draws():
 
 
 def test_weighted_resampling_refuses_importance_correction():
-    from core.config import ConfigError
-    from core.presets import resolve
+    from core.config.options import ConfigError
+    from core.run.presets import resolve
     with pytest.raises(ValueError, match="uniform minibatches"):
         _sampler([1.0, 2.0], importance_correction=True, resampling="weighted")
     with pytest.raises(ConfigError, match="--resampling weighted"):
@@ -532,7 +532,7 @@ def test_weighted_resampling_refuses_importance_correction():
 
 def test_weighted_resampling_weights_the_policy_loss_too(tmp_path, small_config):
     """The weights N p_i stand for the draws, which shape the policy's and the critic's minibatches alike."""
-    from core.trainer import Trainer
+    from core.training.trainer import Trainer
     t = Trainer(small_config(tmp_path / "w", resampling="weighted"), tmp_path / "w")
     t.iterate()
     assert t.sampler.weights_scope == "all" and all(w is not None for _, w in t.sampler.minibatches(4, 64))

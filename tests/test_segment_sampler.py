@@ -1,4 +1,4 @@
-"""PufferLib 3.0's prioritized segments (``core.segment_sampler``) and their extension.
+"""PufferLib 3.0's prioritized segments (``core.algo.segment_sampler``) and their extension.
 
 Hand numbers for the segment layout, priorities and beta schedule; a second implementation of the priorities
 written the way PufferLib stores a rollout (segments as rows of an env-major array); the draws' frequencies
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.config import ConfigError
-from core.segment_sampler import SegmentSampler, annealed_beta, segment_indices, segment_probs
-from core.sampler import Transitions
+from core.config.options import ConfigError
+from core.algo.segment_sampler import SegmentSampler, annealed_beta, segment_indices, segment_probs
+from core.algo.sampler import Transitions
 
 
 def _window(adv: torch.Tensor) -> Transitions:
@@ -98,7 +98,7 @@ def test_the_extension_refuses_what_it_cannot_do(tmp_path, small_config, overrid
 
 
 def test_the_trainer_draws_segments_and_anneals_beta(tmp_path, small_config):
-    from core.trainer import Trainer
+    from core.training.trainer import Trainer
 
     cfg = small_config(tmp_path, dynamic_sampling=False, total_steps=1024,
                        extensions={"prioritized_segments": {"segment_length": 16, "alpha": 1.0, "beta0": 0.5}})

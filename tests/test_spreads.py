@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from core.evaluation import mean_std, sample_std
+from core.run.evaluation import mean_std, sample_std
 from experiments.stats import mean_pm_std
 
 

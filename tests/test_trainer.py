@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.config import ConfigError
-from core import schedules
-from core.checkpoint import load_checkpoint
-from core.logging import MetricLogger
-from core.rollout import Episode
+from core.config.options import ConfigError
+from core.algo import schedules
+from core.training.checkpoint import load_checkpoint
+from core.training.logging import MetricLogger
+from core.envs.rollout import Episode
 from core.extensions.kl_adaptive_lr import KLAdaptiveScale
 from core.extensions.noise_floor import NoiseFloorOptions, floor_at
-from core.trainer import Trainer
+from core.training.trainer import Trainer
 
 
 def _params(trainer):
@@ -279,7 +279,7 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
     """On MuJoCo's DAPO settings (GRPO's lambda rule, eps_V = clip_eps = 0.2, uniform minibatches; the KL brake
     given to both) the only update difference left from GRPO is the per-network gradient clip (the health monitors
     only act when they fire): with --joint-grad-clip the run is GRPO's, value for value; without it, it is not."""
-    from core.runner import run_experiment
+    from core.run.runner import run_experiment
 
     common = dict(env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=1024, num_minibatches=8, auto_lambda=True,
                   dynamic_sampling=False, log_std_init=-1.0, numpy_update=numpy_update,

@@ -1,6 +1,6 @@
 """No file the toolkit reads runs code: an env that a run's config.yaml or a recipe file names as ``module:factory``
 is imported only after --trust-env (Python: trust_env=True) or when the user names it again; env kwargs reach env
-constructors only.  (core/trust.py)"""
+constructors only.  (core/config/trust.py)"""
 import hashlib
 import shutil
 from pathlib import Path
@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 import core
-from core.cli import main
-from core.config import ConfigError
+from core.run.cli import main
+from core.config.options import ConfigError
 
 USER_ENVS = Path(__file__).parent / "user_envs"
 
@@ -94,7 +94,7 @@ def test_a_trusted_or_repeated_env_is_reopened(finished, tmp_path, monkeypatch, 
 def test_other_families_refuse_an_env_their_config_names(finished, tmp_path, capsys):
     """dapo_ma builds envs from 'module:make_env' or a module's parallel_env(); dapo_dt from Gymnasium ids."""
     import dapo_ma
-    from core.cli_config import write_yaml_config
+    from core.config.parsing import write_yaml_config
     from dapo_ma.config import resolve as resolve_ma
 
     marker = tmp_path / "PWNED"
@@ -119,7 +119,7 @@ def test_other_families_refuse_an_env_their_config_names(finished, tmp_path, cap
                                          ("dapo-local/f-12ab", False), ("nosuchmodule:Env-v0", False),
                                          ("subprocess:run", True), ("os.system", True), ("json:Env-v0", True)])
 def test_which_gymnasium_env_strings_import_code(env, imports):
-    from core.envs import imports_code
+    from core.envs.make import imports_code
     assert imports_code(env) is imports
 
 
@@ -132,7 +132,7 @@ def test_which_pettingzoo_env_strings_import_code(env, imports):
 
 
 def test_env_kwargs_reach_the_env_constructor_only():
-    from core.envs import make_env, make_vec_env
+    from core.envs.make import make_env, make_vec_env
     for name in ("wrappers", "vector_kwargs", "vectorization_mode", "max_episode_steps", "disable_env_checker"):
         with pytest.raises(ConfigError, match=f"--env-kwargs {name} is an argument of gymnasium.make"):
             make_env("CartPole-v1", {name: 1})

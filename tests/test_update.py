@@ -1,4 +1,4 @@
-"""The shared PPO-family update (``core.update.ppo_update``): where the sampler's weights go.
+"""The shared PPO-family update (``core.training.update.ppo_update``): where the sampler's weights go.
 
 A sampler whose ``weights_scope`` is "surrogate" (PufferLib's prioritized segments) weights the clipped
 surrogate only: on the same draws the value loss and entropy must equal the unweighted run's, the advantage
@@ -10,8 +10,8 @@ import math
 
 import torch
 
-from core.sampler import DynamicSampler, Temperature, Transitions
-from core.update import Evaluation, GradGroups, UpdateSettings, _epoch_minibatches, clip_grad_norms_, ppo_update
+from core.algo.sampler import DynamicSampler, Temperature, Transitions
+from core.training.update import Evaluation, GradGroups, UpdateSettings, _epoch_minibatches, clip_grad_norms_, ppo_update
 
 N = 16
 
@@ -78,7 +78,7 @@ def test_surrogate_scoped_weights_reach_the_surrogate_only():
 
 def test_dapo_critic_lr_follows_the_policy_lr_unless_set():
     """The critic's rate defaults to --lr (the env preset's), an explicit --critic-lr wins."""
-    from core.presets import resolve
+    from core.run.presets import resolve
     assert resolve(dict(env="HalfCheetah-v5", algo="dapo"), "continuous").critic_lr == 3e-4
     assert resolve(dict(algo="dapo", lr=5e-4), "classic").critic_lr == 5e-4
     assert resolve(dict(algo="dapo", critic_lr=1e-3), "continuous").critic_lr == 1e-3
@@ -149,7 +149,7 @@ def test_proximal_anchor_by_hand():
     """w = pi_prox / pi_behaviour, capped at 2; lag_kl = mean((w - 1) - log w) over the uncapped w."""
     import math
 
-    from core.update import proximal_anchor
+    from core.training.update import proximal_anchor
 
     behaviour = torch.log(torch.tensor([0.25, 0.5, 0.1]))
     prox, lag = proximal_anchor(torch.log(torch.tensor([0.5, 0.25, 0.4])), behaviour)  # w = 2, 0.5, 4
@@ -161,7 +161,7 @@ def test_proximal_anchor_by_hand():
 
 def _update_with(proximal_logp_shift: float, weight: "float | None") -> tuple[dict, list[torch.Tensor]]:
     """One SGD step on a fixed minibatch, anchored on ``logp_old + shift`` with every weight ``weight``."""
-    from core.update import Proximal
+    from core.training.update import Proximal
 
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(3)

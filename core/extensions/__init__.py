@@ -22,8 +22,8 @@ import pkgutil
 import typing
 from typing import Any, ClassVar, Optional
 
-from core.cli_config import coerce, field_docs, first_sentence, parse_kwargs_text
-from core.config import ConfigError
+from core.config.parsing import coerce, field_docs, first_sentence, parse_kwargs_text
+from core.config.options import ConfigError
 
 OFF = ("off", "none", "false")
 
@@ -52,11 +52,11 @@ class Extension:
         return 1.0
 
     def anchor(self, trainer: Any):
-        """A :class:`core.update.Proximal` to re-anchor the policy ratio on, or None."""
+        """A :class:`core.training.update.Proximal` to re-anchor the policy ratio on, or None."""
         return None
 
     def sampler(self, trainer: Any):
-        """A minibatch sampler to use instead of the trainer's (the interface of :class:`core.sampler.DynamicSampler`),
+        """A minibatch sampler to use instead of the trainer's (the interface of :class:`core.algo.sampler.DynamicSampler`),
         or None."""
         return None
 

@@ -20,9 +20,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from core.config import ConfigError
+from core.config.options import ConfigError
 from core.extensions import Extension, register
-from core.schedules import linear
+from core.algo.schedules import linear
 
 
 @dataclass

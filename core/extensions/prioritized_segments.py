@@ -1,7 +1,7 @@
 """PufferLib 3.0's prioritized segment sampling in place of the trainer's minibatch sampler.
 
 Segments of ``segment_length`` steps of one env are drawn with probability ``(sum |A|)^alpha`` (normalised) and
-their surrogates weighted by ``(S p)^-beta``, beta annealed from ``beta0`` (:mod:`core.segment_sampler` has the
+their surrogates weighted by ``(S p)^-beta``, beta annealed from ``beta0`` (:mod:`core.algo.segment_sampler` has the
 definition and how it differs from DAPO's draws).  It is here as the peer that DAPO's advantage-weighted
 sampling is measured against (experiments/results/sparse), not as a default.  It replaces DAPO's draws, so it
 refuses ``--dynamic-sampling``; the window is the current rollout.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.config import ConfigError
+from core.config.options import ConfigError
 from core.extensions import Extension, register
-from core.segment_sampler import SegmentSampler
+from core.algo.segment_sampler import SegmentSampler
 
 
 @dataclass

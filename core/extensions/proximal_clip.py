@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.config import ConfigError
+from core.config.options import ConfigError
 from core.extensions import Extension, register
-from core.update import proximal_anchor
+from core.training.update import proximal_anchor
 
 
 @dataclass

@@ -1,0 +1,328 @@
+"""Environment construction and observation/reward normalisation (statistics live in checkpoints)."""
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import re
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from torch import Tensor
+
+from core.envs import minigrid
+from core.config.options import ConfigError
+
+
+def _ensure_registered(env_id: str) -> None:
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+        except ImportError as e:
+            raise ConfigError(f"{env_id} needs ale-py; install it with: pip install 'gymnasium[atari]'") from e
+        gym.register_envs(ale_py)
+
+
+def is_atari(env_id: str) -> bool:
+    return env_id.startswith("ALE/")
+
+
+LOCAL_NAMESPACE = "dapo-local"  # envs given as Python callables that cannot be imported by name
+
+
+def _import_module(module: str, env: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"--env {env}: cannot import module '{module}' ({e}); put it on PYTHONPATH "
+                          "(the run directory's env must stay importable for eval and --resume)") from e
+    except Exception as e:  # the user's module failed while importing
+        raise ConfigError(f"--env {env}: importing module '{module}' failed: {type(e).__name__}: {e}") from e
+
+
+def _register_factory(env_id: str, factory: Callable[..., gym.Env]) -> str:
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=factory, disable_env_checker=True)
+    return env_id
+
+
+def resolve_env_id(env: str) -> str:
+    """The Gymnasium id to make for ``env``: a registered id as it is; ``module:Env-id`` after importing ``module``
+    (which registers it); ``module:factory`` or ``module.factory`` (a function or class returning a
+    ``gymnasium.Env``) registered under ``dapo-user/module.factory``.  One-line errors name the problem."""
+    if not isinstance(env, str) or not env:
+        raise ConfigError(f"--env must be an env id or 'module:name', got {env!r}")
+    _ensure_registered(env)
+    if minigrid.is_minigrid(env):  # dict observations: the flat one-hot view for the MLP (core/envs/minigrid.py)
+        return minigrid.flat_id(env)
+    if env in gym.registry:
+        return env
+    if env.startswith(LOCAL_NAMESPACE + "/"):
+        raise ConfigError(f"env {env} was a Python callable that cannot be imported by name (a lambda or a local "
+                          "function); pass it again: core.load(run_dir, env=make_env) or core.train(resume=run_dir, "
+                          "env=make_env)")
+    if ":" in env:
+        module_name, _, attr = env.partition(":")
+    elif "." in env:
+        module_name, _, attr = env.rpartition(".")
+        if importlib.util.find_spec(module_name.split(".")[0]) is None:
+            _unknown(env)
+    else:
+        _unknown(env)
+    module = _import_module(module_name, env)
+    if attr in gym.registry:
+        return attr
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"--env {env}: module '{module_name}' neither registers an env '{attr}' nor defines a "
+                          f"function or class '{attr}'")
+    return _register_factory(f"dapo-user/{module_name}.{attr}", factory)
+
+
+def _unknown(env: str) -> None:
+    close = difflib.get_close_matches(env, list(gym.registry.keys()), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for ids"
+    raise ConfigError(f"unknown --env '{env}'{hint} (your own env: 'module:EnvId' or 'module:make_env')")
+
+
+def env_reference(factory: Callable[..., gym.Env]) -> str:
+    """The ``--env`` string for a Python callable: ``module:qualname`` when that imports back to the same object
+    (so the run can be reopened), else a process-local id in the ``dapo-local`` namespace."""
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module and module != "__main__" and "<" not in qualname:
+        try:
+            if importlib.import_module(module) is not None and _attr(module, qualname) is factory:
+                return f"{module}:{qualname}"
+        except Exception:
+            pass
+    name = re.sub(r"[^\w.-]", "_", qualname or type(factory).__name__)
+    return _register_factory(f"{LOCAL_NAMESPACE}/{name}-{id(factory):x}", factory)
+
+
+def _attr(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def imports_code(env: str) -> bool:
+    """Whether making ``env`` would import a module that the string names and call something from it (``module:name``,
+    ``module.name``): an env named by a file must then be confirmed (core/config/trust.py).  Registered ids, ``ALE/`` and
+    ``MiniGrid-`` ids, process-local callables and modules that do not exist (their error says so) import nothing."""
+    if not isinstance(env, str) or is_atari(env) or minigrid.is_minigrid(env) or env.startswith(LOCAL_NAMESPACE + "/"):
+        return False
+    if env in gym.registry or not (":" in env or "." in env):
+        return False
+    top = (env.partition(":")[0] if ":" in env else env.rpartition(".")[0]).split(".")[0]
+    try:
+        return importlib.util.find_spec(top) is not None  # a top-level spec: found without running its code
+    except (ImportError, ValueError):
+        return True
+
+
+# gym.make and gym.make_vec take these themselves; env kwargs go to the env's constructor and nowhere else
+_MAKE_ARGS = frozenset(p for f in (gym.make, gym.make_vec) for p in inspect.signature(f).parameters
+                       if p not in ("id", "kwargs"))
+
+
+def constructor_kwargs(env: str, env_kwargs: Optional[dict]) -> dict:
+    """``env_kwargs`` as a new dict, refusing a name that gym.make or gym.make_vec would take for themselves."""
+    kwargs = dict(env_kwargs or {})
+    taken = sorted(set(kwargs) & _MAKE_ARGS)
+    if taken:
+        raise ConfigError(f"--env-kwargs {taken[0]} is an argument of gymnasium.make, not of the constructor of env "
+                          f"'{env}'; env kwargs go to the env only: drop it")
+    return kwargs
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise a ConfigError naming close matches when ``env_id`` is not an env the toolkit can make."""
+    resolve_env_id(env_id)
+
+
+def make_env(env: str, env_kwargs: Optional[dict] = None, **extra) -> gym.Env:
+    """One env, with one-line errors for bad kwargs or a failing constructor."""
+    try:
+        made = gym.make(resolve_env_id(env), **constructor_kwargs(env, env_kwargs), **extra)
+    except ConfigError:
+        raise
+    except Exception as e:  # missing simulator, bad kwargs, the user's constructor failing: one line for the user
+        raise ConfigError(f"cannot create env '{env}': {type(e).__name__}: {e}") from e
+    if not isinstance(made.unwrapped, gym.Env):
+        raise ConfigError(f"--env {env} did not return a gymnasium.Env (got {type(made.unwrapped).__name__})")
+    return made
+
+
+def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
+                 env_kwargs: Optional[dict] = None) -> gym.vector.VectorEnv:
+    """Gymnasium vector env with *same-step* autoreset: the step that ends an episode already returns
+    the next episode's first observation and the final one in ``info['final_obs']``.  Sync envs hand
+    out their observation buffer without copying (consumers copy); async envs use shared memory."""
+    gym_id, env_kwargs = resolve_env_id(env_id), constructor_kwargs(env_id, env_kwargs)
+    if is_atari(env_id):
+        raise ConfigError(f"{env_id}: Atari ids need the DQN preprocessing of core.envs.atari.AtariBackend or EnvPool; "
+                          "make them with core.envs.backends.make_backend")
+    kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
+    try:
+        envs = gym.make_vec(gym_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
+                            vector_kwargs=kwargs, **env_kwargs)
+    except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
+        raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
+    env_family(envs.single_observation_space, envs.single_action_space, env_id)
+    return envs
+
+
+def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> str:
+    """``atari`` (ALE ids, image observations), ``minigrid`` (MiniGrid ids, core/envs/minigrid.py), ``classic``
+    (Discrete actions) or ``continuous`` (Box actions); other envs need flat Box observations.  The family
+    names the recipe the env gets (core/recipes)."""
+    if is_atari(env_id) and isinstance(act_space, gym.spaces.Discrete):
+        return "atari"
+    if minigrid.is_minigrid(env_id):
+        return "minigrid"
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise ConfigError(f"env '{env_id}' has observation space {obs_space}; only flat Box observations "
+                          "are supported by the MLP trainer")
+    if isinstance(act_space, gym.spaces.Discrete):
+        return "classic"
+    if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+        return "continuous"
+    raise ConfigError(f"env '{env_id}' has action space {act_space}; supported: Discrete, 1-D Box")
+
+
+VAR_EPS = 1e-8  # the observation normaliser divides by sqrt(var + VAR_EPS)
+
+
+class RunningMeanStd:
+    """Streaming mean/variance (Chan et al. parallel update) over the batch axis of ``(B, *shape)``.
+
+    Kept in float64 numpy on the host: observations arrive from the envs as numpy, and per-step
+    updates of tiny arrays are several times cheaper there than as device tensors."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.mean = np.zeros(shape, dtype=np.float64)
+        self.var = np.ones(shape, dtype=np.float64)
+        self.count = 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        b_mean, b_var, b = x.mean(0), x.var(0), x.shape[0]
+        delta, total = b_mean - self.mean, self.count + b
+        self.mean = self.mean + delta * b / total
+        self.var = (self.var * self.count + b_var * b + delta**2 * self.count * b / total) / total
+        self.count = total
+
+    def state_dict(self) -> dict:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
+
+    def load_state_dict(self, s: dict) -> None:
+        mean, var = np.array(s["mean"], dtype=np.float64), np.array(s["var"], dtype=np.float64)
+        if mean.shape != self.mean.shape or var.shape != self.var.shape:  # another env's statistics, or corrupt ones
+            raise ValueError(f"statistics of shape {mean.shape}, expected {self.mean.shape}")
+        self.mean, self.var, self.count = mean, var, float(s["count"])
+
+
+class ObsNormalizer:
+    """``clip((obs - mean) / sqrt(var + 1e-8), -10, 10)`` with running statistics; identity when off.
+    obs ``(B, D)`` numpy -> float32 numpy."""
+
+    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0):
+        self.enabled, self.clip = enabled, clip
+        self.rms = RunningMeanStd(shape)
+        self._affine: Optional[tuple[np.ndarray, np.ndarray]] = None  # float32 (mean, 1/std), per statistics
+
+    def update(self, raw_obs: np.ndarray) -> None:
+        """Add raw observations ``(B, D)`` to the statistics (the collector calls this once per rollout)."""
+        if self.enabled:
+            self.rms.update(np.asarray(raw_obs, dtype=np.float64))
+            self._affine = None
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Always a new array: vector envs may reuse their observation buffer on the next step.
+        uint8 images pass through as uint8 (4x less rollout memory; the CNN scales them)."""
+        if not self.enabled:
+            return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
+        if self._affine is None:  # statistics change once per rollout; this runs at every env step
+            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + VAR_EPS)).astype(np.float32))
+        mean, inv_std = self._affine
+        out = (np.asarray(obs, dtype=np.float32) - mean) * inv_std
+        return np.clip(out, -self.clip, self.clip, out=out)
+
+    def state_dict(self) -> dict:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s)
+        self._affine = None
+
+    @staticmethod
+    def mean_std(s: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(mean, std)`` ``(D,)`` float64 that ``__call__`` normalises with, from a ``state_dict``."""
+        return np.asarray(s["mean"], np.float64), np.sqrt(np.asarray(s["var"], np.float64) + VAR_EPS)
+
+
+class RewardScaler:
+    """Divide rewards by the running std of each env's discounted return (as gymnasium's
+    NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off.
+
+    Works on a whole rollout at once: the discounted returns of all its steps update the statistics,
+    then every reward of the rollout is scaled by the same std (consistent targets within a rollout).
+    """
+
+    def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0):
+        self.enabled, self.gamma, self.clip = enabled, gamma, clip
+        self.rms = RunningMeanStd(())
+        self.discounted = np.zeros(num_envs)
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """rewards, dones ``(T, N)`` (or ``(N,)`` for one step) -> scaled float32 of the same shape;
+        ``dones[t]`` marks episodes that ended at step t (their running return restarts)."""
+        rewards = np.asarray(rewards, dtype=np.float32)
+        if not self.enabled:
+            return rewards
+        r, d = np.atleast_2d(rewards), np.atleast_2d(dones)
+        returns = np.empty(r.shape)
+        for t in range(r.shape[0]):
+            self.discounted = self.discounted * self.gamma + r[t]
+            returns[t] = self.discounted
+            self.discounted = np.where(d[t], 0.0, self.discounted)
+        self.rms.update(returns.reshape(-1))
+        return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -self.clip, self.clip).astype(np.float32)
+
+    def state_dict(self) -> dict:
+        return {"rms": self.rms.state_dict(), "discounted": self.discounted.copy()}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s["rms"])
+        self.discounted = np.asarray(s["discounted"]).copy()
+
+
+def to_env_actions(actions, act_space: gym.Space) -> np.ndarray:
+    """Tensor or array actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
+    (the stored, unclipped action keeps the log-prob consistent)."""
+    a = actions.cpu().numpy() if isinstance(actions, Tensor) else actions
+    if isinstance(act_space, gym.spaces.Box):
+        a = np.clip(a, act_space.low, act_space.high)
+    return a
+
+
+def save_env_states(envs: gym.vector.SyncVectorEnv) -> list[dict]:
+    """Every sub-environment's mid-episode state as plain data (:mod:`core.envs.state`), for an exact resume."""
+    from core.envs.state import env_state
+
+    return [env_state(env) for env in envs.envs]
+
+
+def load_env_states(envs: gym.vector.SyncVectorEnv, states: list[dict]) -> None:
+    """Put states from :func:`save_env_states` back into freshly made sub-environments of the same env."""
+    from core.envs.state import set_env_state
+
+    if not isinstance(states, list) or len(states) != envs.num_envs:
+        raise ConfigError(f"checkpoint holds {len(states) if isinstance(states, list) else 'no'} env states but the "
+                          f"run uses {envs.num_envs}")
+    for env, state in zip(envs.envs, states):
+        set_env_state(env, state)

@@ -1,0 +1,271 @@
+"""The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run, ``dapo recipes`` lists the
+shipped recipes; packages add more (``dapo dataset``, ``dapo bench``) through :mod:`core.run.registry`.
+
+Every algorithm family registers itself (:mod:`core.run.registry`), so ``core`` imports nothing above it.  The family is
+chosen before parsing (from ``--algo``, a resumed run, a recipe file, or an env only one family claims), so that
+``--help`` lists that family's options: ``dapo run --algo mappo --help``.  Bad input: one line on stderr, exit 2,
+and no file created or changed.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import yaml
+
+from core.training.checkpoint import DiskFull
+from core.config.parsing import CompactHelp, OneLineParser, add_config_flags, read_yaml
+from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
+from core.run.registry import Family, Plugins, plugins
+
+EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
+# Help of the flags that are not config fields (docs/options.md lists them too)
+CONFIG_HELP = "A YAML file of option: value pairs, read as a recipe (the same as --recipe FILE); repeatable."
+RESUME_HELP = "Continue the run in RUN_DIR from its checkpoint, with its own config.yaml."
+EXT_HELP = ("Turn on an extension, or set some options of one a recipe turned on (its others stay; repeated "
+            "--ext NAME add up); --ext NAME off removes it.")
+TRUST_HELP = ("Make an env that a file (the run's config.yaml, a recipe) names as module:factory: imports and runs "
+              "that module's code; only for files you trust.")
+
+
+def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif arg.startswith(flag + "="):
+            out.append(arg.split("=", 1)[1])
+    return out
+
+
+def _recorded_algo(path: Optional[str], inside_run_dir: bool = False) -> Optional[str]:
+    """The ``algo`` written in a YAML file or a run directory's config.yaml (None if there is none or it is unreadable)."""
+    if path is None or not (path.endswith((".yaml", ".yml")) or "/" in path or inside_run_dir):
+        return None
+    try:
+        data = read_yaml(Path(path) / "config.yaml" if inside_run_dir else Path(path))
+    except ConfigError:
+        return None
+    algo = data.get("algo") if isinstance(data, dict) else None
+    return algo if isinstance(algo, str) else None
+
+
+def pick_family(argv: Sequence[str], found: Plugins) -> Family:
+    """The family a ``dapo run``/``dapo eval`` command line asks for (an unknown --algo: one line listing all)."""
+    algos = _flag_values(argv, "--algo")
+    algo = algos[-1] if algos else None
+    resume = _flag_values(argv, "--resume")
+    if algo is None and resume:
+        algo = _recorded_algo(resume[-1], inside_run_dir=True)
+    if algo is None:
+        algo = next((a for r in reversed(_flag_values(argv, "--recipe") + _flag_values(argv, "--config"))
+                     if (a := _recorded_algo(r))), None)
+    if algo is None and len(argv) > 1 and argv[0] == "eval":
+        algo = _recorded_algo(argv[1], inside_run_dir=True)
+    if algo is not None:
+        return found.family_of(algo)
+    envs = _flag_values(argv, "--env")
+    return (envs and found.family_for_env(envs[-1])) or found.family_of("dapo")
+
+
+def _algorithms_text(found: Plugins) -> str:
+    parts = [f"{', '.join(f.algos)} ({f.name}{'' if f.algos[0] == 'ppo' else f'; dapo run --algo {f.example} --help'})"
+             for f in found.families]
+    missing = "".join(f" [{m} unavailable: {why}]" for m, why in found.unavailable.items())
+    return "Algorithms: " + "; ".join(parts) + "." + missing
+
+
+def build_parser(family: Family, found: Plugins) -> OneLineParser:
+    parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
+                           formatter_class=CompactHelp)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    config_cls = family.get("config")
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
+    run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
+                         formatter_class=CompactHelp, description=_run_description(family, found))
+    groups = add_config_flags(run, config_cls, skip=("recipe", "extensions"))
+    experiment = groups.get("experiment", run)
+    if "recipe" in names:
+        experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
+                                help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
+    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
+    experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
+    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
+    if "extensions" in names:
+        from core import extensions
+
+        ext = run.add_argument_group("extensions", "\n".join(extensions.help_lines()))
+        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None, help=EXT_HELP)
+    ev = sub.add_parser("eval", help="evaluate a saved run", formatter_class=CompactHelp,
+                        description="Roll out a saved run's policy (with its saved observation normaliser) and print "
+                                    "the mean and sample std of the returns.")
+    ev.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
+    ev.add_argument("--episodes", type=int, default=None,
+                    help="Episodes to run [10; grpo-lm/dapo-lm: held-out problems, the run's --eval-problems]")
+    ev.add_argument("--seed", type=int, default=12345, help="Env seed [12345]")
+    ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
+    ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
+                    help="Sample actions instead of taking the mean/argmax [on if the run's eval_deterministic is "
+                         "off]")
+    ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
+    for command in found.commands:
+        if not command.raw:
+            command_parser = sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp)
+            from core.run.registry import load_ref
+
+            load_ref(command.add_parser)(command_parser)
+        else:
+            sub.add_parser(command.name, help=command.help, add_help=False)
+    return parser
+
+
+def _run_description(family: Family, found: Plugins) -> str:
+    import textwrap
+
+    text = (f"Train an agent. {_algorithms_text(found)} These are the {family.name} options. Unset ones come from "
+            "recipes (the env family's, the algorithm's, then --recipe ones); config.yaml in the run directory "
+            "records every resolved value. Full descriptions: docs/options.md; algorithms: docs/algorithms.md.")
+    return textwrap.fill(text, 96)
+
+
+def explicit_from_args(args: argparse.Namespace, names: set[str]) -> dict:
+    """The options given on the command line (argparse left the others out)."""
+    from core import extensions
+
+    out = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if getattr(args, "recipe", None):
+        out["recipe"] = tuple(args.recipe)
+    if getattr(args, "ext", None):
+        specs: dict = {}
+        for words in args.ext:  # repeated --ext NAME k=v accumulate; the recipes' options stay unless named
+            for name, options in extensions.parse_cli(words).items():
+                if (options is None) != (specs.get(name, options) is None):
+                    raise ConfigError(f"--ext {name} is both turned off and given options; drop '--ext {name} off' "
+                                      f"or the options")
+                specs[name] = None if options is None else {**specs.get(name, {}), **options}
+        out["extensions"] = specs
+    return out
+
+
+def _run(args, family: Family) -> int:
+    from core.run import api
+
+    names = {f.name for f in dataclasses.fields(family.get("config"))}
+    explicit = explicit_from_args(args, names - {"recipe", "extensions"})
+    if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
+        raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
+    fam, cfg = api.resolve(explicit, args.resume, family, trust_env=args.trust_env)
+    summary = fam.get("run")(cfg, args.resume is not None)
+    if summary is not None:  # None: a data-parallel rank other than 0
+        print(fam.get("summary_line")(summary))
+    return 0
+
+
+def _eval(args, family: Family) -> int:
+    from core.run.evaluation import mean_std, number
+
+    if args.episodes is not None and not 1 <= args.episodes <= 100_000:
+        raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
+    if args.episodes is None and family.eval_line is None:
+        args.episodes = 10  # a family with its own eval line picks its own default
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
+    check_device(args.device)
+    deterministic = None if args.stochastic is None else not args.stochastic
+    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic,
+                                     trust_env=args.trust_env)
+    if family.eval_line is not None:
+        print(family.get("eval_line")(returns))
+        return 0
+    mean, std = mean_std(returns)
+    episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
+    print(f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}")
+    return 0
+
+
+def add_recipes_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="A recipe to show with its base recipes merged in (any family's, or a "
+                                          "YAML path)")
+
+
+def _recipe_dirs(found: Plugins) -> list[tuple[Family, Path]]:
+    """Each family with the folder of its shipped recipes."""
+    from core.run.registry import load_ref
+
+    return [(fam, Path(load_ref(fam.recipes))) for fam in found.families if fam.recipes]
+
+
+def recipes_command(args) -> int:
+    """``dapo recipes``: every family's shipped recipes, grouped by family; ``dapo recipes NAME`` shows one merged
+    with its base recipes, checked against its family's options."""
+    from core.run import recipes
+
+    found = plugins()
+    dirs = _recipe_dirs(found)
+    if args.name is None:
+        listed = [(fam, recipes.describe([folder])) for fam, folder in dirs]
+        width = max((len(name) for _, found_recipes in listed for name in found_recipes), default=0)
+        for fam, found_recipes in listed:
+            print(f"{fam.name} ({', '.join(fam.algos)}):")
+            for name, description in found_recipes.items():
+                print(f"  {name:{width}s}  {description}")
+        print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
+        return 0
+    if recipes.is_path(args.name):
+        algo = _recorded_algo(args.name)
+        fam = found.family_of(algo) if algo else found.family_of("dapo")
+        matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
+    else:
+        matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
+    if not matches:
+        names = ", ".join(name for _, folder in dirs for name in recipes.describe([folder]))
+        raise ConfigError(f"unknown recipe '{args.name}'; shipped recipes: {names} (or give a path to a YAML file)")
+    for fam, folder in matches:
+        if len(matches) > 1:
+            print(f"# {fam.name}")
+        print(yaml.safe_dump(recipes.load(args.name, fam.get("config"), [folder]), sort_keys=False).rstrip())
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv else "dapo"
+    try:
+        found = plugins()
+        raw = {c.name: c for c in found.commands if c.raw}
+        if argv and argv[0] in raw:
+            from core.run.registry import load_ref
+
+            return load_ref(raw[argv[0]].handler)(argv[1:]) or 0
+        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval") else found.family_of("dapo")
+        args = build_parser(family, found).parse_args(argv)
+        if args.command == "run":
+            return _run(args, family)
+        if args.command == "eval":
+            return _eval(args, family)
+        from core.run.registry import load_ref
+
+        handler = next(c.handler for c in found.commands if c.name == args.command)
+        return load_ref(handler)(args) or 0
+    except ConfigError as e:
+        print(f"dapo {command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except DiskFull as e:
+        print(f"dapo {command}: error: {e.strerror}; the last checkpoint is intact: free space, then continue with "
+              "dapo run --resume RUN_DIR", file=sys.stderr)
+        return EXIT_FAILED
+    except RunInterrupted as e:
+        print(f"interrupted: checkpoint saved; continue with: dapo run --resume {e.run_dir}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print("interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

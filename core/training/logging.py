@@ -1,0 +1,148 @@
+"""Metric logging to CSV and TensorBoard under fixed namespaces, plus the live progress line.
+
+Namespaces: ``rollout/`` (episodes), ``train/`` (losses, clip stats, lr, eps), ``sampler/``,
+``health/`` (cumulative event counts), ``time/`` (SPS, per-phase seconds), ``eval/``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from core.training.checkpoint import atomic_write
+
+
+class MetricLogger:
+    """Appends one row per update to ``metrics.csv`` (and TensorBoard scalars).
+
+    On resume from ``resume_step``, rows logged after that step (by a run that crashed after its
+    last checkpoint) are dropped, so the curve continues exactly where the checkpoint left off.
+    """
+
+    def __init__(self, run_dir: Path, resume_step: Optional[int] = None, tensorboard: bool = True):
+        self.path = Path(run_dir) / "metrics.csv"
+        self.columns: list[str] = []
+        if resume_step is not None and self.path.exists():
+            with open(self.path, newline="") as f:
+                rows = list(csv.DictReader(f))
+            if rows:
+                self.columns = list(rows[0].keys())
+            self._rewrite([r for r in rows if float(r["global_step"]) <= resume_step])
+        elif self.path.exists():
+            self.path.unlink()
+        self.tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = None if resume_step is None else resume_step + 1
+            self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=purge)
+
+    def _rewrite(self, rows: list[dict]) -> None:
+        def write(f):
+            w = csv.DictWriter(f, fieldnames=self.columns, restval="")
+            w.writeheader()
+            w.writerows(rows)
+        atomic_write(self.path, write)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        row = {"global_step": step, **metrics}
+        if not self.columns or any(k not in self.columns for k in row):
+            rows = []
+            if self.path.exists():
+                with open(self.path, newline="") as f:
+                    rows = list(csv.DictReader(f))
+            self.columns = self.columns or ["global_step"]
+            self.columns += [k for k in row if k not in self.columns]
+            self._rewrite(rows)
+        line = io.StringIO()
+        csv.DictWriter(line, fieldnames=self.columns, restval="").writerow(row)
+        with open(self.path, "a", newline="") as f:
+            size = f.tell()
+            try:  # one write per row; on a full disk, cut back any partial row so the file stays a table
+                f.write(line.getvalue())
+                f.flush()
+            except OSError:
+                f.truncate(size)
+                raise
+        if self.tb is not None:
+            for k, v in metrics.items():
+                if isinstance(v, (int, float)) and not math.isnan(v):
+                    self.tb.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+def read_metrics(path: Path) -> dict[str, list[float]]:
+    """``metrics.csv`` as columns of floats (empty cells -> NaN)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cols = rows[0].keys() if rows else []
+    return {c: [float(r[c]) if r[c] not in ("", None) else math.nan for r in rows] for c in cols}
+
+
+def bar_columns() -> list:
+    """The live bar's columns: on a narrow terminal the description and the bar give way (ellipsis), never the step
+    counts, SPS, return, elapsed time or ETA."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.table import Column
+
+    def kept():
+        return Column(no_wrap=True)
+    return [TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+            BarColumn(bar_width=None, table_column=Column(ratio=1)), MofNCompleteColumn(table_column=kept()),
+            TextColumn("SPS {task.fields[sps]:>4.0f} return {task.fields[ret]}", table_column=kept()),
+            TimeElapsedColumn(table_column=kept()), TextColumn("ETA", table_column=kept()),
+            TimeRemainingColumn(table_column=kept())]
+
+
+class Progress:
+    """Progress of a run: a live bar (step, SPS, recent return, ETA) on a terminal; elsewhere (logs of batch jobs,
+    pipes) a plain line every ``every_s`` seconds.  Silent when disabled."""
+
+    def __init__(self, total: int, start: int, description: str, enabled: bool = True, every_s: float = 10.0,
+                 stream=None):
+        self.total, self.description, self.every_s = total, description, every_s
+        self.stream = stream or sys.stdout
+        self.bar, self.plain = None, False
+        self.t0, self.start, self.last_print, self.printed_step = time.monotonic(), start, -math.inf, None
+        self.state = (start, 0.0, math.nan)
+        if not enabled:
+            return
+        if not self.stream.isatty():
+            self.plain = True
+            return
+        from rich.progress import Progress as RichProgress
+
+        self.bar = RichProgress(*bar_columns(), expand=True)
+        self.task = self.bar.add_task(description, total=total, completed=start, sps=0.0, ret="n/a")
+        self.bar.start()
+
+    def update(self, step: int, sps: float, recent_return: float) -> None:
+        self.state = (step, sps, recent_return)
+        if self.bar is not None:
+            ret = "n/a" if math.isnan(recent_return) else f"{recent_return:8.1f}"
+            self.bar.update(self.task, completed=step, sps=sps, ret=ret)
+        elif self.plain and time.monotonic() - self.last_print >= self.every_s:
+            self._line()
+
+    def _line(self) -> None:
+        step, sps, ret = self.state
+        elapsed = time.monotonic() - self.t0
+        rate = (step - self.start) / elapsed if elapsed > 0 else 0.0
+        eta = f"{(self.total - step) / rate:.0f}s" if rate > 0 and step < self.total else "-"
+        ret_text = "n/a" if math.isnan(ret) else f"{ret:.1f}"
+        print(f"{self.description}: step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%) "
+              f"SPS {sps:.0f} return {ret_text} elapsed {elapsed:.0f}s ETA {eta}", file=self.stream, flush=True)
+        self.last_print, self.printed_step = time.monotonic(), step
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        elif self.plain and self.state[0] not in (self.start, self.printed_step):  # the final line, once
+            self._line()
