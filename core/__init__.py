@@ -14,10 +14,8 @@ from core.algo.losses import (
     combined_objective,
     entropy_bonus,
     explained_variance,
-    exponential_advantage_weights,
     policy_loss,
     value_loss,
-    weighted_action_loss,
 )
 from core.algo.sampler import (
     DynamicSampler,
@@ -35,7 +33,6 @@ __version__ = "0.2.0"
 __all__ = [
     "train", "load", "Agent", "EvalResult", "RunResult", "TrainConfig", "ConfigError", "RunInterrupted",
     "policy_loss", "value_loss", "entropy_bonus", "combined_objective", "explained_variance",
-    "exponential_advantage_weights", "weighted_action_loss",
     "gae", "next_state_values", "AutoLambda",
     "DynamicSampler", "Temperature", "Transitions", "sampling_probs", "effective_sample_size", "systematic_draws",
     "draws_without_replacement",

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from core.algo.losses import policy_loss, weighted_action_loss
+from core.algo.losses import policy_loss
+from dapo_dt.losses import weighted_action_loss
 from dapo_dt.data import DTBatch, Trajectories
 from dapo_dt.trainer import DTTrainer, masked_normalise
 

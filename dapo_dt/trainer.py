@@ -29,7 +29,8 @@ from core.training.checkpoint import save_checkpoint
 from core.config.options import ConfigError
 from core.run.evaluation import sample_std
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
-from core.algo.losses import exponential_advantage_weights, explained_variance, weighted_action_loss
+from core.algo.losses import explained_variance
+from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss
 from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play
 from dapo_dt.config import DTConfig
@@ -47,7 +48,7 @@ def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
 
 def token_weights(adv: Tensor, mask: Tensor, temperature: float, max_weight: float) -> Tensor:
     """Per-token action-loss weights ``(B, K)`` from advantages ``adv`` ``(B, K)``: ``exp(A / T)`` capped at
-    ``max_weight`` (:func:`core.algo.losses.exponential_advantage_weights`), rescaled to mean 1 over the real
+    ``max_weight`` (:func:`dapo_dt.losses.exponential_advantage_weights`), rescaled to mean 1 over the real
     (``mask``) tokens, then capped at ``max_weight`` again.
 
     The rescaling lets the weights reshape the loss across tokens without also raising the effective learning

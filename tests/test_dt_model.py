@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from core.algo.losses import exponential_advantage_weights, weighted_action_loss
+from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss
 from dapo_dt.model import DecisionTransformer, DTModelConfig, NatureCNN
 
 B, K, A = 2, 4, 5

@@ -1,0 +1,56 @@
+"""The Decision Transformer's losses as pure functions (docs/algorithms.md): per-token ``(B, K)`` tensors with a
+padding mask; DAPO-DT's exponential advantage weights.  Used only by this family, so they live here."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def exponential_advantage_weights(adv: Tensor, temperature: float, max_weight: float) -> Tensor:
+    """AWR-style per-sample weights ``min(exp(A / T), max_weight)`` (Peng et al. 2019), any shape.
+
+    Exponential, not ``|A|``: ``|A|`` would imitate a very *bad* action (large negative A) more strongly
+    than an average one, while ``exp(A/T)`` shrinks its weight towards 0 and grows it only for actions
+    better than expected (docs/algorithms.md).  ``max_weight`` bounds the few huge weights that would otherwise
+    dominate a batch.  ``A/T`` is clamped at ``log(max_weight)`` *before* ``exp`` so large advantages
+    cannot overflow to ``inf`` (same result as clamping after).
+
+    The result is detached: the weights scale an imitation loss and must not send gradients into
+    whatever produced ``adv`` (e.g. a value head would learn to shrink the loss instead of predicting V).
+    """
+    if temperature <= 0 or max_weight <= 0:
+        raise ValueError(f"temperature and max_weight must be > 0, got {temperature} and {max_weight}")
+    return (adv.detach() / temperature).clamp(max=math.log(max_weight)).exp()
+
+
+def weighted_action_loss(logits: Tensor, actions: Tensor, weights: Tensor | None,
+                         mask: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    """Per-token action cross-entropy, weighted and averaged over real tokens: ``sum(m*w*ce) / sum(m)``.
+
+    Normalised by the number of real tokens, not by ``sum(m*w)``, so that the weights change the
+    loss scale the way the weighting intends (as in ``policy_loss``), and padding never counts.
+
+    Args: logits ``(B, K, A)``; actions ``(B, K)`` long (values at padded tokens are ignored);
+        weights ``(B, K)`` or ``None`` (all 1); mask ``(B, K)`` bool/float, 1 = real token.
+    Returns: loss ``()``, diagnostics: action_accuracy, weight_mean, weight_max over the real tokens.
+    """
+    real = mask.bool()
+    # Padded tokens may carry any placeholder action (e.g. -1); give CE a valid index there.
+    safe_actions = torch.where(real, actions, torch.zeros_like(actions))
+    ce = F.cross_entropy(logits.flatten(0, 1), safe_actions.flatten(), reduction="none").view_as(actions)  # (B, K)
+    w = torch.ones_like(ce) if weights is None else weights.to(ce.dtype)
+    n_real = real.sum().clamp_min(1)
+    # where(), not a product with the mask: a NaN at a padded token must not leak into the sum.
+    loss = torch.where(real, w * ce, torch.zeros_like(ce)).sum() / n_real
+    with torch.no_grad():
+        correct = (logits.argmax(-1) == actions) & real
+        w_real = torch.where(real, w, torch.zeros_like(w))
+        diag = {
+            "action_accuracy": correct.sum() / n_real,
+            "weight_mean": w_real.sum() / n_real,
+            "weight_max": torch.where(real, w, torch.full_like(w, -math.inf)).max(),
+        }
+    return loss, diag
