@@ -36,7 +36,7 @@ METADATA_KEY = "dapo_toolkit"
 def load_policy(path: Path, env_id: str, obs_space: gym.Space, act_space: gym.Space) -> tuple[torch.nn.Module, str]:
     """The actor saved in a run directory (its checkpoint.pt) or in one of its snapshots/step_<N>.pt
     files; returns the actor in eval mode and a label for the dataset metadata."""
-    from core.run.runner import load_run_config
+    from core.run.rundir import load_run_config
 
     path = Path(path)
     if path.is_dir():

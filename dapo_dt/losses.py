@@ -54,3 +54,11 @@ def weighted_action_loss(logits: Tensor, actions: Tensor, weights: Tensor | None
             "weight_max": torch.where(real, w, torch.full_like(w, -math.inf)).max(),
         }
     return loss, diag
+
+
+def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
+    """``(x - mean) / std`` over the real (mask=1) entries of ``x`` ``(B, K)``; padding gives 0."""
+    real = x[mask]
+    if real.numel() < 2:
+        return torch.zeros_like(x)
+    return torch.where(mask, (x - real.mean()) / (real.std() + 1e-8), torch.zeros_like(x))

@@ -16,13 +16,17 @@ then updates on K-step windows of those games:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from core.algo.losses import policy_loss
-from dapo_dt.losses import weighted_action_loss
 from dapo_dt.data import DTBatch, Trajectories
-from dapo_dt.trainer import DTTrainer, masked_normalise
+from dapo_dt.losses import masked_normalise, weighted_action_loss
+
+if TYPE_CHECKING:  # the trainer calls this module; it is only named here in annotations
+    from dapo_dt.trainer import DTTrainer
 
 CLIP_BOUNDS = (0.02, 0.5)
 

@@ -30,20 +30,13 @@ from core.config.options import ConfigError
 from core.run.evaluation import sample_std
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.algo.losses import explained_variance
-from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss
+from dapo_dt.losses import exponential_advantage_weights, masked_normalise, weighted_action_loss
 from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play
 from dapo_dt.config import DTConfig
 from dapo_dt.data import DTBatch, Trajectories, return_scale
 from dapo_dt.model import DecisionTransformer, DTModelConfig
-
-
-def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:
-    """``(x - mean) / std`` over the real (mask=1) entries of ``x`` ``(B, K)``; padding gives 0."""
-    real = x[mask]
-    if real.numel() < 2:
-        return torch.zeros_like(x)
-    return torch.where(mask, (x - real.mean()) / (real.std() + 1e-8), torch.zeros_like(x))
+from dapo_dt.online import online_iteration
 
 
 def token_weights(adv: Tensor, mask: Tensor, temperature: float, max_weight: float) -> Tensor:
@@ -223,8 +216,6 @@ class DTTrainer:
 
     def iterate(self) -> dict[str, float]:
         """One offline gradient step, or (offline budget spent) one online round of play and updates."""
-        from dapo_dt.online import online_iteration
-
         c = self.cfg
         if self.grad_step < c.grad_steps:
             metrics = self.train_step()

@@ -57,6 +57,15 @@ def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, C
     return MAAgent(cfg, actor.eval(), spec, dev)
 
 
+def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
+                 deterministic: Optional[bool] = None, trust_env: bool = False) -> list[float]:
+    """``dapo eval`` for this family: load ``run_dir``'s config and checkpoint and evaluate its actor."""
+    from dapo_ma.evaluation import evaluate
+
+    agent = load(run_dir, device, trust_env=trust_env)
+    return evaluate(agent.config, agent.actor, episodes, seed, agent.device, deterministic is not False)
+
+
 class MAAgent:
     """Trained decentralised policies: ``actor.act(obs (E, A, D), agent_id (E, A), deterministic)``."""
 

@@ -1,9 +1,6 @@
 """Evaluate a multi-agent policy: undiscounted per-agent returns averaged over agents."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional
-
 import numpy as np
 import torch
 
@@ -26,11 +23,3 @@ def evaluate(cfg: MAConfig, actor: torch.nn.Module, episodes: int, seed: int, de
     env.close()
     return returns[:episodes]
 
-
-def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: Optional[bool] = None, trust_env: bool = False) -> list[float]:
-    """Load ``run_dir``'s config and checkpoint and evaluate its actor."""
-    from dapo_ma.api import load
-
-    agent = load(run_dir, device, trust_env=trust_env)
-    return evaluate(agent.config, agent.actor, episodes, seed, agent.device, deterministic is not False)

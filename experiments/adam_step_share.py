@@ -68,7 +68,7 @@ def checkpoint_shares(path: Path) -> dict[str, float]:
 
 def gradient_clip(run_dir: Path) -> str:
     """"joint" or "per network", from the run's config (``load_run_config`` fills it in for runs older than the flag)."""
-    from core.run.runner import load_run_config
+    from core.run.rundir import load_run_config
 
     return "joint" if load_run_config(run_dir).joint_grad_clip else "per network"
 

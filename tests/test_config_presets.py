@@ -9,7 +9,8 @@ import yaml
 from core.config.parsing import write_yaml_config
 from core.config.options import ConfigError
 from core.run.presets import resolve
-from core.run.runner import load_run_config, settings_line
+from core.run.rundir import load_run_config
+from core.run.runner import settings_line
 
 ROOT = Path(__file__).resolve().parents[1]
 

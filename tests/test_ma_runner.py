@@ -11,7 +11,7 @@ from core.training.checkpoint import load_checkpoint
 from core.config.options import ConfigError, RunInterrupted
 from core.training.logging import MetricLogger
 from dapo_ma.config import MA_ALGOS, MAConfig, resolve
-from dapo_ma.evaluation import evaluate_run
+from dapo_ma.api import evaluate_run
 from dapo_ma.runner import load_run_config, make_trainer, run_experiment
 
 TINY = dict(env_kwargs="N=3 local_ratio=0.5 max_cycles=25", num_envs=2, num_steps=25, progress=False,

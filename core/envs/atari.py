@@ -25,7 +25,7 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 
-from core.envs.backends import StepResult
+from core.envs.step import StepResult
 from core.config.options import ConfigError
 from core.envs.make import check_env_id
 
@@ -153,7 +153,7 @@ def game_name(env_id: str) -> tuple[str, bool]:
 
 class AtariBackend:
     """``AtariGame`` envs in a Gymnasium Sync/AsyncVectorEnv (same-step autoreset), with
-    :class:`~core.envs.backends.StepResult` semantics: ``reward`` and ``terminated`` for learning, ``score`` and
+    :class:`~core.envs.step.StepResult` semantics: ``reward`` and ``terminated`` for learning, ``score`` and
     ``game_over`` for the whole game.  Episodes restart on resume (``state`` is None), as with EnvPool."""
 
     def __init__(self, env_id: str, num_envs: int, asynchronous: bool = False, training: bool = True):

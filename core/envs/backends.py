@@ -18,26 +18,15 @@ a termination at every life loss ("episodic life", Mnih et al. 2015), while ``sc
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 
 from core.config.options import ConfigError
 from core.envs.make import is_atari, load_env_states, make_vec_env, save_env_states
+from core.envs.step import StepResult
 
 BACKENDS = ("auto", "sync", "async", "envpool")
-
-
-class StepResult(NamedTuple):
-    obs: np.ndarray         # (N, D) observation to act on next
-    reward: np.ndarray      # (N,)
-    terminated: np.ndarray  # (N,) bool
-    truncated: np.ndarray   # (N,) bool
-    final_obs: np.ndarray   # (N, D) final observation where terminated | truncated (else zeros)
-    valid: np.ndarray       # (N,) bool: False for EnvPool's reset steps
-    score: np.ndarray       # (N,) raw reward for reporting (before any clipping)
-    game_over: np.ndarray   # (N,) bool: the reported episode ended (a full game on Atari)
-    success: Optional[np.ndarray] = None  # (N,) 1/0 where an ending episode's info["is_success"] said, else NaN
 
 
 class GymnasiumBackend:

@@ -161,7 +161,7 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     from core.run.evaluation import evaluation_envs
     from core.algo.networks import build_networks
     from core.run.presets import complete
-    from core.run.runner import load_run_config
+    from core.run.rundir import load_run_config
     from core.training.trainer import pick_device
 
     cfg = complete(load_run_config(run_dir, trust_env or env is not None))  # an env given replaces the saved one

@@ -51,7 +51,7 @@ def load_run_policy(run_dir: Path, device: str = "cpu",
     a saved env that would import code (core/config/trust.py)."""
     from core.algo.networks import build_networks
     from core.run.presets import complete
-    from core.run.runner import load_run_config
+    from core.run.rundir import load_run_config
     from core.training.trainer import pick_device
 
     cfg = complete(load_run_config(Path(run_dir), trust_env))

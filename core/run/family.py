@@ -4,7 +4,7 @@ from core.run.registry import Command, Family
 
 FAMILY = Family(
     name="Gymnasium", algos=ALGOS, config="core.config.options:TrainConfig", resolve="core.run.runner:resolve_for_env",
-    complete="core.run.presets:complete", run="core.run.runner:run_experiment", load_config="core.run.runner:load_run_config",
+    complete="core.run.presets:complete", run="core.run.runner:run_experiment", load_config="core.run.rundir:load_run_config",
     evaluate="core.run.evaluation:evaluate_run", load="core.run.api:load_agent", summary_line="core.run.runner:summary_line",
     example="dapo", recipes="core.run.recipes:HERE")
 COMMANDS = [Command("recipes", "list the shipped recipes, or show one (dapo recipes NAME)",

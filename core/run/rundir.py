@@ -6,7 +6,7 @@ none (with it), or holds files that are not a run's.  A directory holds a run on
 start stopped before its first checkpoint leaves only config.yaml and the lock, and a fresh start may reuse it.
 :class:`RunLock` then creates the directory and takes an exclusive ``flock`` on ``run_dir/.lock`` that the process
 keeps until it exits; the operating system releases it when the process dies, so the lock of a killed run never
-blocks its resume.
+blocks its resume.  :func:`load_run_config` reads the Gymnasium family's config.yaml back.
 """
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from core.config.options import ConfigError
+from core.config.legacy import translate
+from core.config.options import ConfigError, TrainConfig
+from core.config.parsing import load_run_config as read_run_config, required_fields
+from core.envs.make import imports_code
 
 RUN_FILES = ("config.yaml", "metrics.csv", "checkpoint.pt", "summary.json")
 HOLDS_RUN = ("checkpoint.pt", "summary.json")  # without either, there is nothing to resume or report
@@ -141,3 +144,14 @@ class RunLock:
             except OSError:
                 break
         self.created = []
+
+
+# preset-filled fields (default None) that a resolved config may leave unset; config.yaml must record all others
+MAY_BE_UNSET = ("policy_lr_drop_step", "clip_eps_low", "clip_eps_high", "run_dir", "snapshot_every")
+
+
+def load_run_config(run_dir: Path, trust_env: bool = False) -> TrainConfig:
+    """The resolved Gymnasium-family config in ``run_dir/config.yaml`` (older versions' options translated); an env
+    that would import code named by the file is refused unless ``trust_env`` (core/config/trust.py)."""
+    return read_run_config(run_dir, TrainConfig, translate, required_fields(TrainConfig, MAY_BE_UNSET), imports_code,
+                           trust_env)

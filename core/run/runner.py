@@ -19,11 +19,10 @@ from core.run import presets
 from core.run import recipes
 from core.training.checkpoint import (atomic_write, check_counters, load_checkpoint, load_state, remove_orphans, require,
                              write_json)
-from core.config.parsing import RESUMABLE_OVERRIDES, load_run_config as read_run_config, required_fields, write_yaml_config
+from core.config.parsing import RESUMABLE_OVERRIDES, write_yaml_config
 from core.config.options import ConfigError, RunInterrupted, TrainConfig, policy_clip
 from core.envs.make import LOCAL_NAMESPACE, env_family, imports_code, make_env
 from core.run.evaluation import evaluate, mean_std, number
-from core.config.legacy import translate
 from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
@@ -50,17 +49,6 @@ def resolve_for_env(explicit: dict[str, Any], trust_env: bool = False) -> TrainC
     finally:
         env.close()
     return cfg
-
-
-# preset-filled fields (default None) that a resolved config may leave unset; config.yaml must record all others
-MAY_BE_UNSET = ("policy_lr_drop_step", "clip_eps_low", "clip_eps_high", "run_dir", "snapshot_every")
-
-
-def load_run_config(run_dir: Path, trust_env: bool = False) -> TrainConfig:
-    """The resolved config in ``run_dir/config.yaml`` (older versions' options translated); an env that would import
-    code named by the file is refused unless ``trust_env`` (core/config/trust.py)."""
-    return read_run_config(run_dir, TrainConfig, translate, required_fields(TrainConfig, MAY_BE_UNSET), imports_code,
-                           trust_env)
 
 
 def resume_config(cls: type, saved, overrides: dict[str, Any], replaceable: tuple[str, ...] = ()):
