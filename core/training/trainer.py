@@ -23,7 +23,7 @@ from core.envs.backends import make_backend
 from core.training.checkpoint import save_checkpoint
 from core.envs.collector import CollectorProcess, WorkerSpec
 from core.training.compile import maybe_compile
-from core.config.options import ConfigError, TrainConfig, policy_clip
+from core.config.options import TrainConfig, check_device, policy_clip
 from core.training.distributed import Distributed
 from core.envs.make import ObsNormalizer, RewardScaler
 from core.algo.health import (
@@ -44,10 +44,10 @@ from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_up
 
 
 def pick_device(name: str) -> torch.device:
+    """``--device`` (auto, cpu, cuda or cuda:N; checked by :func:`core.config.options.check_device`) -> the device."""
+    check_device(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("--device cuda requested but CUDA is not available; use --device auto or cpu")
     return torch.device(name)
 
 
