@@ -226,9 +226,8 @@ def test_bench_names_the_benchmarks_and_hands_flags_to_the_script(capsys, tmp_pa
     assert "usage: dapo bench {mujoco,throughput" in capsys.readouterr().err
     assert main(["bench", "mujocco"]) == 2
     assert "unknown benchmark 'mujocco'; choose one of: mujoco" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "mujoco", "--help"])
-    assert e.value.code == 0 and "usage: dapo bench mujoco" in capsys.readouterr().out
+    assert main(["bench", "mujoco", "--help"]) == 0  # the script runs in its own process (core imports no experiments)
+    assert "usage: dapo bench mujoco" in capsys.readouterr().out
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))  # the script's own flags reach its own checks
     assert main(["bench", "dt-predictability", "--datasets", "pong/none-v0", "--out", str(tmp_path / "o")]) == 2
     assert "no local Minari dataset 'pong/none-v0'" in capsys.readouterr().err

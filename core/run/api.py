@@ -67,17 +67,9 @@ def explicit_options(config: Union[None, dict, str, Path, Any], options: dict[st
 
 
 def family_for(explicit: dict[str, Any]) -> Family:
-    """The family an options mapping asks for: by its algorithm (given, or in a recipe file), else by its env, else
-    the Gymnasium family."""
-    found = plugins()
-    algo = explicit.get("algo")
-    for name in reversed(tuple(explicit.get("recipe", ()))):
-        if algo is None and str(name).endswith((".yaml", ".yml")):
-            raw = read_yaml(Path(name))
-            algo = raw.get("algo") if isinstance(raw, dict) else None
-    if algo is not None:
-        return found.family_of(algo)
-    return found.family_for_env(explicit.get("env")) or found.family_of(TrainConfig.algo)
+    """The family an options mapping asks for (:meth:`core.run.registry.Plugins.select`, as the CLI's): by its
+    algorithm (given, or in a recipe file), else by its env, else the Gymnasium family."""
+    return plugins().select(explicit.get("algo"), recipes=explicit.get("recipe", ()), env=explicit.get("env"))
 
 
 def resolve(explicit: dict[str, Any], resume: Optional[Path] = None, family: Optional[Family] = None,
@@ -93,17 +85,16 @@ def resolve(explicit: dict[str, Any], resume: Optional[Path] = None, family: Opt
             raise ConfigError("--run-dir cannot be combined with --resume; the resumed run stays in its directory")
         fam = _family_of_run(Path(resume))
         # an env given again confirms it: a different one is refused by resume_config before anything is made
-        saved = fam.get("load_config")(Path(resume), trust_env=trust_env or "env" in explicit)
+        saved = fam.load_config(Path(resume), trust_env=trust_env or "env" in explicit)
         overrides = {**explicit, "run_dir": str(resume)}
         saved_env = getattr(saved, "env", None)  # None: a family without envs (sequence generation)
         if "env" in overrides and overrides["env"] == saved_env:
             del overrides["env"]
         replaceable = ("env",) if env_callable and str(saved_env).startswith("dapo-local/") else ()
-        return fam, fam.get("complete")(resume_config(type(saved), saved, overrides, replaceable))
+        return fam, fam.complete(resume_config(type(saved), saved, overrides, replaceable))
     fam = family or family_for(explicit)
-    cls = fam.get("config")
-    typed = coerce_mapping({k: v for k, v in explicit.items()}, cls, "options")
-    return fam, fam.get("resolve")(typed, trust_env=trust_env)
+    typed = coerce_mapping({k: v for k, v in explicit.items()}, fam.config_class(), "options")
+    return fam, fam.resolve(typed, trust_env=trust_env)
 
 
 def _family_of_run(run_dir: Path) -> Family:
@@ -130,17 +121,15 @@ def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[
     explicit = explicit_options(config, options)
     fam = None
     if family is not None and "algo" not in explicit:
-        fam = next((f for f in plugins().families if f.name == family), None)
-        if fam is None:
-            raise ConfigError(f"unknown family '{family}'; families: {', '.join(f.name for f in plugins().families)}")
+        fam = plugins().family_named(family)
     elif "algo" not in explicit and dataclasses.is_dataclass(config) and not isinstance(config, type):
         # a config object left at its defaults names no algorithm: its class names the family
-        fam = next((f for f in plugins().families if f.get("config") is type(config)), None)
+        fam = next((f for f in plugins().families if f.config_class() is type(config)), None)
     env_callable = callable(explicit.get("env"))
     if env_callable:  # recorded as 'module:name' so that eval and resume can make it again
-        explicit["env"] = (fam or family_for(explicit)).get("env_reference")(explicit["env"])
+        explicit["env"] = (fam or family_for(explicit)).env_reference(explicit["env"])
     fam, cfg = resolve(explicit, None if resume is None else Path(resume), fam, trust_env, env_callable)
-    summary = fam.get("run")(cfg, resume is not None)
+    summary = fam.run(cfg, resume is not None)
     return RunResult(Path(cfg.run_dir) if summary is None else Path(summary["run_dir"]), summary or {}, cfg)
 
 
@@ -150,7 +139,7 @@ def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, C
     callable that cannot be imported by name); ``trust_env=True`` confirms a saved env that would import code named
     by the run's config.yaml (core/config/trust.py)."""
     fam = _family_of_run(Path(run_dir))
-    return fam.get("load")(Path(run_dir), device=device, env=env, trust_env=trust_env)
+    return fam.load(Path(run_dir), device=device, env=env, trust_env=trust_env)
 
 
 def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callable] = None,

@@ -1,5 +1,6 @@
 """The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run, ``dapo recipes`` lists the
-shipped recipes; packages add more (``dapo dataset``, ``dapo bench``) through :mod:`core.run.registry`.
+shipped recipes, ``dapo bench NAME`` runs a benchmark script of a source checkout (:mod:`core.run.bench`); packages
+add more (``dapo dataset``) through :mod:`core.run.registry`.
 
 Every algorithm family registers itself (:mod:`core.run.registry`), so ``core`` imports nothing above it.  The family is
 chosen before parsing (from ``--algo``, a resumed run, a recipe file, or an env only one family claims), so that
@@ -17,7 +18,7 @@ from typing import Optional, Sequence
 import yaml
 
 from core.training.checkpoint import DiskFull
-from core.config.parsing import CompactHelp, OneLineParser, add_config_flags, read_yaml
+from core.config.parsing import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
 from core.run.registry import Family, Plugins, plugins
 
@@ -42,34 +43,15 @@ def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
     return out
 
 
-def _recorded_algo(path: Optional[str], inside_run_dir: bool = False) -> Optional[str]:
-    """The ``algo`` written in a YAML file or a run directory's config.yaml (None if there is none or it is unreadable)."""
-    if path is None or not (path.endswith((".yaml", ".yml")) or "/" in path or inside_run_dir):
-        return None
-    try:
-        data = read_yaml(Path(path) / "config.yaml" if inside_run_dir else Path(path))
-    except ConfigError:
-        return None
-    algo = data.get("algo") if isinstance(data, dict) else None
-    return algo if isinstance(algo, str) else None
-
-
 def pick_family(argv: Sequence[str], found: Plugins) -> Family:
-    """The family a ``dapo run``/``dapo eval`` command line asks for (an unknown --algo: one line listing all)."""
-    algos = _flag_values(argv, "--algo")
-    algo = algos[-1] if algos else None
+    """The family a ``dapo run``/``dapo eval`` command line asks for (:meth:`Plugins.select`: by --algo, the resumed
+    or evaluated run's algorithm, a recipe file's, else by --env); an unknown --algo: one line listing all."""
+    algos, envs = _flag_values(argv, "--algo"), _flag_values(argv, "--env")
     resume = _flag_values(argv, "--resume")
-    if algo is None and resume:
-        algo = _recorded_algo(resume[-1], inside_run_dir=True)
-    if algo is None:
-        algo = next((a for r in reversed(_flag_values(argv, "--recipe") + _flag_values(argv, "--config"))
-                     if (a := _recorded_algo(r))), None)
-    if algo is None and len(argv) > 1 and argv[0] == "eval":
-        algo = _recorded_algo(argv[1], inside_run_dir=True)
-    if algo is not None:
-        return found.family_of(algo)
-    envs = _flag_values(argv, "--env")
-    return (envs and found.family_for_env(envs[-1])) or found.family_of("dapo")
+    run_dir = resume[-1] if resume else argv[1] if len(argv) > 1 and argv[0] == "eval" else None
+    return found.select(algos[-1] if algos else None, run_dir=run_dir,
+                        recipes=_flag_values(argv, "--recipe") + _flag_values(argv, "--config"),
+                        env=envs[-1] if envs else None)
 
 
 def _algorithms_text(found: Plugins) -> str:
@@ -83,7 +65,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    config_cls = family.get("config")
+    config_cls = family.config_class()
     names = {f.name for f in dataclasses.fields(config_cls)}
     usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
     run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
@@ -115,10 +97,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
     for command in found.commands:
         if not command.raw:
-            command_parser = sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp)
-            from core.run.registry import load_ref
-
-            load_ref(command.add_parser)(command_parser)
+            command.add_arguments(sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp))
         else:
             sub.add_parser(command.name, help=command.help, add_help=False)
     return parser
@@ -155,36 +134,29 @@ def explicit_from_args(args: argparse.Namespace, names: set[str]) -> dict:
 def _run(args, family: Family) -> int:
     from core.run import api
 
-    names = {f.name for f in dataclasses.fields(family.get("config"))}
+    names = {f.name for f in dataclasses.fields(family.config_class())}
     explicit = explicit_from_args(args, names - {"recipe", "extensions"})
     if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
         raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
     fam, cfg = api.resolve(explicit, args.resume, family, trust_env=args.trust_env)
-    summary = fam.get("run")(cfg, args.resume is not None)
+    summary = fam.run(cfg, args.resume is not None)
     if summary is not None:  # None: a data-parallel rank other than 0
-        print(fam.get("summary_line")(summary))
+        print(fam.summary_line(summary))
     return 0
 
 
 def _eval(args, family: Family) -> int:
-    from core.run.evaluation import mean_std, number
-
     if args.episodes is not None and not 1 <= args.episodes <= 100_000:
         raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
-    if args.episodes is None and family.eval_line is None:
-        args.episodes = 10  # a family with its own eval line picks its own default
+    if args.episodes is None:
+        args.episodes = family.default_eval_episodes  # None: the family picks its own default
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
-    returns = family.get("evaluate")(args.run_dir, args.episodes, args.seed, args.device, deterministic,
-                                     trust_env=args.trust_env)
-    if family.eval_line is not None:
-        print(family.get("eval_line")(returns))
-        return 0
-    mean, std = mean_std(returns)
-    episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
-    print(f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}")
+    returns = family.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
+                              trust_env=args.trust_env)
+    print(family.eval_line(returns))
     return 0
 
 
@@ -195,9 +167,7 @@ def add_recipes_parser(p: argparse.ArgumentParser) -> None:
 
 def _recipe_dirs(found: Plugins) -> list[tuple[Family, Path]]:
     """Each family with the folder of its shipped recipes."""
-    from core.run.registry import load_ref
-
-    return [(fam, Path(load_ref(fam.recipes))) for fam in found.families if fam.recipes]
+    return [(fam, Path(folder)) for fam in found.families if (folder := fam.recipes_dir()) is not None]
 
 
 def recipes_command(args) -> int:
@@ -217,8 +187,7 @@ def recipes_command(args) -> int:
         print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
         return 0
     if recipes.is_path(args.name):
-        algo = _recorded_algo(args.name)
-        fam = found.family_of(algo) if algo else found.family_of("dapo")
+        fam = found.select(recipes=[args.name])
         matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
     else:
         matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
@@ -228,7 +197,7 @@ def recipes_command(args) -> int:
     for fam, folder in matches:
         if len(matches) > 1:
             print(f"# {fam.name}")
-        print(yaml.safe_dump(recipes.load(args.name, fam.get("config"), [folder]), sort_keys=False).rstrip())
+        print(yaml.safe_dump(recipes.load(args.name, fam.config_class(), [folder]), sort_keys=False).rstrip())
     return 0
 
 
@@ -239,19 +208,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         found = plugins()
         raw = {c.name: c for c in found.commands if c.raw}
         if argv and argv[0] in raw:
-            from core.run.registry import load_ref
-
-            return load_ref(raw[argv[0]].handler)(argv[1:]) or 0
-        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval") else found.family_of("dapo")
+            return raw[argv[0]].run(argv[1:]) or 0
+        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval") else found.select()
         args = build_parser(family, found).parse_args(argv)
         if args.command == "run":
             return _run(args, family)
         if args.command == "eval":
             return _eval(args, family)
-        from core.run.registry import load_ref
-
-        handler = next(c.handler for c in found.commands if c.name == args.command)
-        return load_ref(handler)(args) or 0
+        chosen = next(c for c in found.commands if c.name == args.command)
+        return chosen.run(args) or 0
     except ConfigError as e:
         print(f"dapo {command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,12 +1,13 @@
 """Algorithm families and CLI commands, registered by the packages that provide them.
 
-``core`` knows no package above it: each family (``core`` itself, ``dapo_ma``, ``dapo_dt``, ...) describes itself
-in a :class:`Family` object, and other packages may add ``dapo`` subcommands (:class:`Command`).  They are found
+``core`` knows no package above it: each family (``core`` itself, ``dapo_ma``, ``dapo_dt``, ...) is a class
+implementing :class:`Family`, and other packages may add ``dapo`` subcommands (:class:`Command`).  They are found
 (:func:`plugins`) through the ``dapo.plugins`` entry points of installed packages, in the ``family`` module of any
 importable top-level package whose name starts with ``dapo_`` (source checkouts on PYTHONPATH), and in the modules
-named by the ``DAPO_PLUGINS`` environment variable (comma-separated).  A plugin module exposes ``FAMILY`` and/or
-``COMMANDS``.  Functions are named as ``"module:attribute"`` strings and imported when used, so listing the
-algorithms for ``--help`` imports no trainer.
+named by the ``DAPO_PLUGINS`` environment variable (comma-separated).  An entry point or a ``DAPO_PLUGINS`` item
+names a module (which exposes ``FAMILY`` and/or ``COMMANDS``) or, as ``module:attribute``, a Family or Command class
+or object.  A family's methods import its trainer and runner inside themselves, so listing the algorithms for
+``--help`` imports no trainer; each method is a plain call an editor can follow to the family's code.
 """
 from __future__ import annotations
 
@@ -14,72 +15,113 @@ import difflib
 import importlib
 import os
 import pkgutil
+import types
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
 from core.config.options import ConfigError
+from core.config.parsing import read_yaml
 
 
 def load_ref(ref: str) -> Any:
-    """``"package.module:attribute"`` -> the attribute."""
+    """``"package.module:attribute"`` -> the attribute (``"package.module"`` -> the module)."""
     module, _, attr = ref.partition(":")
     obj = importlib.import_module(module)
-    for part in attr.split("."):
+    for part in attr.split(".") if attr else ():
         obj = getattr(obj, part)
     return obj
 
 
-@dataclass(frozen=True)
-class Family:
-    """One config class and trainer serving several algorithms (an algorithm is a config)."""
+@runtime_checkable
+class Family(Protocol):
+    """One config class and trainer serving several algorithms (an algorithm is a config).
 
-    name: str
+    A family class may subclass this protocol to inherit the optional methods' defaults (:meth:`claims_env`,
+    :meth:`env_reference`, :meth:`eval_line`, :meth:`recipes_dir`)."""
+
+    name: ClassVar[str]
     """What it trains on, e.g. 'Gymnasium'."""
-    algos: tuple[str, ...]
-    config: str
-    """The config dataclass, as 'module:Class'."""
-    resolve: str
-    """'module:function': (explicit options dict, trust_env=False) -> resolved config (core/config/trust.py)."""
-    complete: str
-    """'module:function': (saved config) -> the same config validated, for resume and eval."""
-    run: str
-    """'module:function': (config, resume: bool) -> summary dict (or None on non-main ranks)."""
-    load_config: str
-    """'module:function': (run_dir, trust_env=False) -> the saved config; an env that would import code named by
-    config.yaml is refused unless trust_env (core/config/trust.py)."""
-    evaluate: str
-    """'module:function': (run_dir, episodes, seed, device, deterministic, trust_env=False) -> list of returns."""
-    load: str
-    """'module:function': (run_dir, device=, env=, trust_env=) -> agent (the Python API's load)."""
-    summary_line: str
-    """'module:function': (summary dict) -> one line printed after a run."""
-    claims_env: Optional[str] = None
-    """'module:function': (env string) -> True if the env belongs to this family (when no --algo is given)."""
-    example: str = ""
+    algos: ClassVar[tuple[str, ...]]
+    example: ClassVar[str]
     """An example --algo for this family's --help."""
-    env_reference: str = "core.envs.make:env_reference"
-    """'module:function': (a Python callable making an env) -> the env string recorded in config.yaml."""
-    recipes: str = ""
-    """'module:attribute': the folder of this family's shipped recipes (a Path), listed by 'dapo recipes'."""
-    eval_line: Optional[str] = None
-    """'module:function': (the values evaluate returned) -> the line 'dapo eval' prints (default: their mean and std
-    as episode returns).  Such a family's evaluate gets ``episodes=None`` when --episodes is not given."""
+    default_eval_episodes: ClassVar[Optional[int]] = 10
+    """Episodes ``dapo eval`` runs without --episodes; None: :meth:`evaluate` gets ``episodes=None`` (its own
+    default)."""
 
-    def get(self, what: str) -> Callable:
-        return load_ref(getattr(self, what))
+    def config_class(self) -> type:
+        """The config dataclass (its fields are the ``dapo run`` flags)."""
+        ...
+
+    def resolve(self, explicit: dict[str, Any], trust_env: bool = False) -> Any:
+        """Explicit options (field -> typed value) -> the resolved config (core/config/trust.py for trust_env)."""
+        ...
+
+    def complete(self, cfg: Any) -> Any:
+        """A saved config validated and completed, for resume and eval."""
+        ...
+
+    def run(self, cfg: Any, resume: bool) -> Optional[dict]:
+        """Train (or continue) a resolved run: its summary (None on non-main data-parallel ranks)."""
+        ...
+
+    def load_config(self, run_dir: Path, trust_env: bool = False) -> Any:
+        """The saved config of ``run_dir``; an env that would import code named by config.yaml is refused unless
+        ``trust_env``."""
+        ...
+
+    def evaluate(self, run_dir: Path, episodes: Optional[int], seed: int, device: str,
+                 deterministic: Optional[bool], trust_env: bool = False) -> Any:
+        """Evaluate a saved run: the values :meth:`eval_line` prints (episode returns by default)."""
+        ...
+
+    def load(self, run_dir: Path, device: str = "cpu", env: Any = None, trust_env: bool = False) -> Any:
+        """The trained agent of ``run_dir`` (the Python API's ``load``)."""
+        ...
+
+    def summary_line(self, summary: dict) -> str:
+        """The one line printed after a run."""
+        ...
+
+    def claims_env(self, env: str) -> bool:
+        """True if the env belongs to this family (used when no --algo is given)."""
+        return False
+
+    def env_reference(self, factory: Any) -> str:
+        """A Python callable making an env -> the env string recorded in config.yaml."""
+        from core.envs.make import env_reference
+
+        return env_reference(factory)
+
+    def recipes_dir(self) -> Optional[Path]:
+        """The folder of this family's shipped recipes, listed by ``dapo recipes`` (None: none)."""
+        return None
+
+    def eval_line(self, returns: Any) -> str:
+        """The line ``dapo eval`` prints: the returns' mean and sample std."""
+        from core.run.evaluation import mean_std, number
+
+        mean, std = mean_std(returns)
+        episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
+        return f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}"
 
 
-@dataclass(frozen=True)
-class Command:
-    """A ``dapo NAME ...`` subcommand: ``add_parser(subparsers)`` defines it, ``handler(args) -> exit code`` runs it;
-    with ``raw=True`` the handler receives the remaining argv instead (it parses its own flags)."""
+@runtime_checkable
+class Command(Protocol):
+    """A ``dapo NAME ...`` subcommand: :meth:`add_arguments` defines its flags, :meth:`run` ``(args) -> exit code``
+    runs it; with ``raw = True`` :meth:`run` receives the remaining argv instead (it parses its own flags)."""
 
-    name: str
-    help: str
-    add_parser: str = ""
-    handler: str = ""
-    raw: bool = False
+    name: ClassVar[str]
+    help: ClassVar[str]
+    raw: ClassVar[bool] = False
+
+    def add_arguments(self, parser: Any) -> None:
+        """Add the command's flags to its ``argparse`` parser (not called for a raw command)."""
+
+    def run(self, args: Any) -> Optional[int]:
+        """Run the command: parsed ``args`` (or the argv after its name when ``raw``) -> exit code."""
+        ...
 
 
 @dataclass
@@ -103,12 +145,55 @@ class Plugins:
 
     def family_for_env(self, env: Any) -> Optional[Family]:
         for fam in self.families:
-            if fam.claims_env and isinstance(env, str) and fam.get("claims_env")(env):
+            if isinstance(env, str) and fam.claims_env(env):
                 return fam
         return None
 
+    def family_named(self, name: str) -> Family:
+        fam = next((f for f in self.families if f.name == name), None)
+        if fam is None:
+            raise ConfigError(f"unknown family '{name}'; families: {', '.join(f.name for f in self.families)}")
+        return fam
 
-def _candidate_modules() -> list[str]:
+    def select(self, algo: Optional[str] = None, *, run_dir: Any = None, recipes: Sequence[Any] = (),
+               env: Any = None) -> Family:
+        """The one family selection of the CLI and the API: by ``algo``, else by the algorithm recorded in
+        ``run_dir``'s config.yaml, else in the last of the ``recipes`` files that records one, else the family that
+        claims ``env``, else the Gymnasium family (the default algorithm's).  An unknown algorithm: one line
+        listing all."""
+        if algo is None and run_dir is not None:
+            algo = recorded_algo(run_dir, inside_run_dir=True)
+        if algo is None:
+            algo = next((a for r in reversed(tuple(recipes)) if (a := recorded_algo(r))), None)
+        if algo is not None:
+            return self.family_of(algo)
+        return self.family_for_env(env) or self.family_of(DEFAULT_ALGO)
+
+    def add(self, obj: Any) -> None:
+        """Register a Family or Command (a class is instantiated), or a module's ``FAMILY`` and ``COMMANDS``."""
+        if isinstance(obj, type):
+            obj = obj()
+        if isinstance(obj, types.ModuleType):
+            for item in (getattr(obj, "FAMILY", None), *getattr(obj, "COMMANDS", ())):
+                if item is not None:
+                    self.add(item)
+        elif isinstance(obj, (list, tuple)):
+            for item in obj:
+                self.add(item)
+        elif hasattr(obj, "algos"):
+            if obj.name not in {f.name for f in self.families}:
+                self.families.append(obj)
+        elif hasattr(obj, "run") and hasattr(obj, "name"):
+            if obj.name not in {c.name for c in self.commands}:
+                self.commands.append(obj)
+        else:
+            raise TypeError(f"{obj!r} is neither a Family nor a Command")
+
+
+DEFAULT_ALGO = "dapo"  # TrainConfig.algo: the family of a command line naming no algorithm or claimed env
+
+
+def _candidate_refs() -> list[str]:
     found = ["core.run.family"]
     try:
         found += [ep.value for ep in entry_points(group="dapo.plugins")]
@@ -127,19 +212,35 @@ def plugins() -> Plugins:
     global _CACHE
     if _CACHE is None:
         out = Plugins()
-        for name in _candidate_modules():
+        for ref in _candidate_refs():
+            module = ref.partition(":")[0]
+            label = module.removesuffix(".family")
             try:
-                module = importlib.import_module(name)
+                obj = load_ref(ref)
             except ModuleNotFoundError as e:
-                if e.name != name:  # the plugin exists but needs a package that is missing
-                    out.unavailable[name.removesuffix(".family")] = f"No module named {e.name!r}"
+                if e.name != module:  # the plugin exists but needs a package that is missing
+                    out.unavailable[label] = f"No module named {e.name!r}"
                 continue
             except Exception as e:  # a plugin that fails must not break the others
-                out.unavailable[name.removesuffix(".family")] = f"{type(e).__name__}: {e}"
+                out.unavailable[label] = f"{type(e).__name__}: {e}"
                 continue
-            fam = getattr(module, "FAMILY", None)
-            if fam is not None and fam.name not in {f.name for f in out.families}:
-                out.families.append(fam)
-            out.commands += [c for c in getattr(module, "COMMANDS", ()) if c.name not in {k.name for k in out.commands}]
+            try:
+                out.add(obj)
+            except Exception as e:
+                out.unavailable[label] = f"{type(e).__name__}: {e}"
         _CACHE = out
     return _CACHE
+
+
+def recorded_algo(path: Any, inside_run_dir: bool = False) -> Optional[str]:
+    """The ``algo`` written in a YAML file, or in a run directory's config.yaml (None if there is none or it is
+    unreadable; a name that is not a path, such as a shipped recipe's, records none)."""
+    path = None if path is None else str(path)
+    if path is None or not (path.endswith((".yaml", ".yml")) or "/" in path or inside_run_dir):
+        return None
+    try:
+        data = read_yaml(Path(path) / "config.yaml" if inside_run_dir else Path(path))
+    except ConfigError:
+        return None
+    algo = data.get("algo") if isinstance(data, dict) else None
+    return algo if isinstance(algo, str) else None
