@@ -1,0 +1,2 @@
+"""Layer 3, envs: the Gymnasium family's environments (making them, rollout backends, Atari and MiniGrid, acting,
+rollouts and the collector process, mid-episode state).  May import ``core.config`` and ``core.algo``."""

@@ -12,6 +12,9 @@ idea is one module in this package (found and registered on import) plus one lin
 From the command line: ``--ext noise_floor log_std_min=-1.2``; on an extension a recipe turned on, ``--ext`` sets
 only the options it names (the recipe's others stay), and ``--ext NAME off`` removes it.
 Fast paths declare what they support: an extension with ``numpy_update = False`` sends the update to torch.
+
+Layer 4 of ``core``: may import ``core.config``, ``core.algo`` and ``core.envs``, not ``training`` or ``run``
+(the trainer calls the hooks; an extension receives it as an argument).
 """
 from __future__ import annotations
 
