@@ -14,7 +14,8 @@ import math
 import numpy as np
 import torch
 
-from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite, widen_eps_pi_scale
+from core.algo.clips import widen_eps_pi_scale
+from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 
 
 def _feed(monitor, returns, per_call=1):

@@ -260,7 +260,7 @@ def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, sma
     best = t.actor.mode(torch.as_tensor(t.obs_norm(raw)))
     t.iterate()
     t.iterate()  # the actor and the statistics move on
-    assert not np.allclose(t.obs_norm.state_dict()["mean"], t.best_obs_norm["mean"])
+    assert not np.allclose(t.obs_norm.state_dict()["mean"], t.health.best[0]["obs_norm"]["mean"])
     t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)  # collapse -> restore
     assert t.health_counts["policy_collapse"] == 1
     assert torch.allclose(t.actor.mode(torch.as_tensor(t.obs_norm(raw))), best, atol=1e-5)
