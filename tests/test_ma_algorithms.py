@@ -167,3 +167,23 @@ def test_agent_health_restores_only_the_collapsed_agent_and_reports_its_best():
     assert events == [("policy_collapse", "agent 0: recent mean far below best 100.00")]
     assert torch.equal(actor.weight, best)
     assert clips.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.3, 0.2])
+
+
+def test_checkpoint_from_before_the_health_controller_resumes(tmp_path):
+    """The old per-agent "health" entry (``best_actor`` with ``{}`` for an agent without a snapshot) and "clips"
+    entry load into core's controller and clip schedule."""
+    cfg = resolve(MAConfig(algo="dapo-ma", total_steps=800, num_envs=2, num_steps=25, num_epochs=1,
+                           env_kwargs="N=3 max_cycles=25", run_dir=str(tmp_path)))
+    t = OnPolicyMATrainer(cfg, tmp_path)
+    s = t.state_dict()
+    sd = copy.deepcopy(t.actor.state_dict())
+    monitors = t.health.state_dict()
+    s["health"] = {"collapse": monitors["collapse"], "divergence": monitors["divergence"],
+                   "best_actor": [{}, sd, {}], "critic_lr_scale": 0.25}
+    s["clips"] = {"pi_scale": torch.tensor([1.0, 1.5, 1.0]), "v_scale": torch.tensor([1.2, 1.0, 1.0])}
+    resumed = OnPolicyMATrainer(cfg, tmp_path, s)
+    assert resumed.health.best[0] is None and resumed.health.best[2] is None
+    assert all(torch.equal(sd[k], v) for k, v in resumed.health.best[1].items())
+    assert resumed.health.critic_lr_scale == 0.25
+    ranges = resumed.clip_ranges()
+    assert ranges.eps_low.tolist() == pytest.approx([0.2, 0.3, 0.2]) and ranges.eps_v[0] == pytest.approx(0.6)
