@@ -12,6 +12,7 @@ from typing import Any, Literal, Optional
 
 from core.run import recipes
 from core.config.parsing import parse_kwargs_text
+from core.config.groups import HEALTH_FIELDS, DivergenceOptions, HealthOptions, SamplerOptions
 from core.config.options import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg", "dapo-maddpg")
@@ -20,7 +21,7 @@ ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
 
 
 @dataclass
-class MAConfig:
+class MAConfig(SamplerOptions, HealthOptions, DivergenceOptions):
     """Train IPPO, MAPPO, DAPO-MA or MADDPG on a PettingZoo parallel environment."""
 
     # --- experiment
@@ -113,35 +114,14 @@ class MAConfig:
     buffer."""
     window: Optional[int] = None
     """Shared buffer capacity in agent transitions (default: one rollout of all agents)."""
-    temperature_mode: Literal["fixed", "ema", "decay", "learnable"] = "fixed"
-    """Temperature rule: fixed | ema | decay | learnable (ESS target). Default fixed at T=1: in a pilot on
-    simple_spread, decay (floor 0.2) made sampling so peaked (ESS ~0.1) that learning regressed."""
-    temperature_init: float = 1.0
-    """Initial sampling temperature T."""
-    temperature_decay: float = 0.99
-    """Per-update factor for temperature_mode=decay."""
-    temperature_min: float = 0.2
-    """Floor of T for decay, ema and learnable modes."""
-    ess_target: float = 0.5
-    """Target normalised effective sample size for temperature_mode=learnable."""
-    temperature_lr: float = 0.05
-    """Adam learning rate of log T for temperature_mode=learnable."""
-    importance_correction: bool = False
-    """Weight sampled losses by 1/(N p_i) so the expected gradient equals uniform sampling's."""
+    # +SamplerOptions
 
     # --- health
-    health_monitors: Optional[bool] = None
-    """Per-agent policy-collapse and value-divergence monitors with remedies (preset: dapo-ma only)."""
-    collapse_window: int = 100
-    """Episodes in an agent's recent-return mean watched by its collapse monitor (large: MPE returns are noisy)."""
-    collapse_drop: float = 0.7
-    """Collapse fires when the recent mean has lost this fraction of the best mean's gain over the first."""
+    # +HealthOptions
+    collapse_window: int = 100  # the multi-agent default (HealthOptions): MPE returns are noisy
     collapse_min_gain: float = 0.2
     """Warm-up: a collapse counts only once the best mean has gained this fraction of |first mean|."""
-    divergence_window: int = 10
-    """Updates over which an agent's steadily growing value error counts as divergence."""
-    divergence_factor: float = 10.0
-    """Divergence also needs the value error to exceed this multiple of its window minimum."""
+    # +DivergenceOptions
 
     # --- maddpg
     buffer_size: int = 200_000
@@ -194,8 +174,7 @@ INACTIVE_WHEN = {
     **{k: (lambda c: c.algo == "maddpg" or (c.algo == "dapo-maddpg" and not c.per_agent_clips),
            "it needs dapo-maddpg's --per-agent-clips") for k in ("clip_eps", "clip_eps_high", "eps_v_start", "eps_v_end",
                                                                  "eps_v_schedule")},
-    **{k: (lambda c: not c.health_monitors, "it needs --health-monitors")
-       for k in ("collapse_window", "collapse_drop", "collapse_min_gain", "divergence_window", "divergence_factor")},
+    **{k: (lambda c: not c.health_monitors, "it needs --health-monitors") for k in (*HEALTH_FIELDS, "collapse_min_gain")},
 }
 
 

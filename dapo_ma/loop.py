@@ -15,15 +15,13 @@ from typing import Optional
 import numpy as np
 import torch
 
+from core.algo.health import HealthLog
 from core.training.checkpoint import save_checkpoint
 from core.training.logging import MetricLogger
 from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.training.trainer import pick_device
 from dapo_ma.config import MAConfig, parse_env_kwargs
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
-
-HEALTH_EVENTS = ("policy_collapse", "value_divergence", "non_finite")
-
 
 class MATrainerBase(ABC):
     def __init__(self, cfg: MAConfig, run_dir: Path):
@@ -36,8 +34,7 @@ class MATrainerBase(ABC):
         self.n_agents = self.spec.n_agents
         self.global_step, self.iteration, self.elapsed = 0, 0, 0.0
         self.recent_returns: deque[float] = deque(maxlen=10)  # per-agent-averaged episode returns
-        self.health_counts = {name: 0 for name in HEALTH_EVENTS}
-        self.health_events: list[dict] = []
+        self.health_log = HealthLog()  # the trainers' health controllers and non-finite guards record here
         self.stop_requested = False
 
     # --- implemented by each algorithm family -------------------------------------------------
@@ -80,9 +77,16 @@ class MATrainerBase(ABC):
         """Mean of the last 10 finished training episodes' per-agent-averaged return (NaN before the first)."""
         return float(np.mean(self.recent_returns)) if self.recent_returns else math.nan
 
+    @property
+    def health_counts(self) -> dict[str, int]:
+        return self.health_log.counts
+
+    @property
+    def health_events(self) -> list[dict]:
+        return self.health_log.events
+
     def record(self, name: str, detail: str) -> None:
-        self.health_counts[name] += 1
-        self.health_events.append({"step": self.global_step, "event": name, "detail": detail})
+        self.health_log.record(self.global_step, name, detail)
 
     def save(self) -> None:
         save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())
@@ -99,5 +103,5 @@ class MATrainerBase(ABC):
         self.global_step, self.iteration, self.elapsed = s["global_step"], s["iteration"], s["elapsed"]
         self.envs.load_state_dict(s["envs"])
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
-        self.health_counts, self.health_events = dict(s["health_counts"]), list(s["health_events"])
+        self.health_log.load_state_dict({"counts": s["health_counts"], "events": s["health_events"]})
         set_rng_state(s["rng"])

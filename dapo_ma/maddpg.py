@@ -27,13 +27,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from core.algo.health import all_finite
+from core.algo.clips import ClipRanges, ClipSchedule
+from core.algo.health import HealthController, HealthRules, all_finite
 from core.algo.sampler import Temperature
 from dapo_ma import dapo_maddpg as dm
-from dapo_ma.clips import AgentClips, ClipRanges
 from dapo_ma.config import MAConfig
 from dapo_ma.envs import ActionLayout, EnvSpec
-from dapo_ma.health import AgentHealth
+from dapo_ma import health
 from dapo_ma.loop import MATrainerBase
 from dapo_ma.networks import MASKED_LOGIT, AgentMLP, critic_inputs
 from dapo_ma.replay import JointTransitions, ReplayBuffer
@@ -133,13 +133,13 @@ class MADDPGTrainer(MATrainerBase):
             self.replay = ReplayBuffer(cfg.buffer_size, A, spec.obs_dim, spec.layout.size, dev)
         # dapo-maddpg's per-agent clip parameters (applied with --per-agent-clips; else MADDPG's unclipped losses,
         # the remedies still widening the ranges that would apply) and per-agent health monitors
-        self.clips = AgentClips(A, cfg.clip_eps, cfg.clip_eps_high, True, True, cfg.eps_v_start, cfg.eps_v_end,
-                                cfg.eps_v_schedule, True)
+        self.clips = ClipSchedule.from_config(cfg, A, per_agent=True, decoupled=True, clip_value=True)
         self.clipping = bool(cfg.per_agent_clips)
         # the clips' anchor: the networks as they were at the start of the iteration (docs/algorithms.md 5)
         self.anchor_actor, self.anchor_critic = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
-        self.health = AgentHealth(A, bool(cfg.health_monitors), cfg.collapse_window, cfg.collapse_drop,
-                                  cfg.collapse_min_gain, cfg.divergence_window, cfg.divergence_factor)
+        self.health = HealthController(A, HealthRules.from_config(cfg), self.clips, self.health_log,
+                                       lambda: copy.deepcopy(self.actor.state_dict()), self._restore_agent,
+                                       health.MESSAGES)
         self.generator = torch.Generator(device=dev)
         self.generator.manual_seed(cfg.seed)
         self.agent_id = torch.arange(A, device=dev)
@@ -210,14 +210,14 @@ class MADDPGTrainer(MATrainerBase):
     def _watch_health(self, episodes, value_errors: np.ndarray) -> None:
         """dapo-maddpg's per-agent monitors (a no-op when they are off): a collapse restores the agent's actor
         (and the target and anchor actors) and widens its eps_pi; a divergence its eps_V and the critic lr."""
-        if not self.cfg.health_monitors:
-            return
         returns = np.stack([ep.returns for ep in episodes]) if episodes else np.zeros((0, self.n_agents))
-        for name, detail in self.health.watch(self.actor, self.clips, self.cfg.parameter_sharing, returns, value_errors):
-            self.record(name, detail)
-            if name == "policy_collapse":
-                self.target_actor.load_state_dict(self.actor.state_dict())
-                self.anchor_actor.load_state_dict(self.actor.state_dict())
+        self.health.watch(self.global_step, returns, value_errors)
+
+    def _restore_agent(self, snapshot: dict, agent: int) -> None:
+        """The collapse remedy: agent ``agent``'s best actor, also into the target and anchor actors."""
+        health.restore_agent(self.actor, snapshot, agent, self.cfg.parameter_sharing)
+        self.target_actor.load_state_dict(self.actor.state_dict())
+        self.anchor_actor.load_state_dict(self.actor.state_dict())
 
     def critic_loss(self, batch: JointTransitions, ranges: Optional[ClipRanges] = None,
                     weights: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, dict]:
@@ -322,6 +322,6 @@ class MADDPGTrainer(MATrainerBase):
         self.generator.set_state(s["generator"])
         self.batched_steps = s["batched_steps"]
         if "health" in s:  # checkpoints of plain MADDPG before dapo-maddpg have neither
-            self.health.load_state_dict(s["health"])
+            self.health.load_state_dict(health.upgrade_health_state(s["health"]))
         if s.get("clips") is not None:
             self.clips.load_state_dict(s["clips"])

@@ -13,6 +13,7 @@ samples are clipped only with agent i's ranges.
 """
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 from typing import Optional
@@ -23,15 +24,15 @@ import torch
 from core.algo import schedules
 from core.algo.advantages import gae, next_state_values
 from core.envs.make import RewardScaler
-from core.algo.health import NonFiniteGuard
+from core.algo.clips import ClipRanges, ClipSchedule
+from core.algo.health import HealthController, HealthRules, NonFiniteGuard
 from core.algo.losses import explained_variance
 from core.algo.sampler import Temperature
 from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 from dapo_ma.buffer import AgentSampler, MATransitions
-from dapo_ma.clips import AgentClips, ClipRanges
 from dapo_ma.config import MAConfig
 from dapo_ma.envs import EnvSpec
-from dapo_ma.health import AgentHealth
+from dapo_ma import health
 from dapo_ma.loop import MATrainerBase
 from dapo_ma.networks import MAActor, MACritic
 from dapo_ma.rollout import MACollector
@@ -60,10 +61,11 @@ class OnPolicyMATrainer(MATrainerBase):
                                     cfg.importance_correction, seed=cfg.seed)
         self.update_settings = UpdateSettings(cfg.num_epochs, cfg.num_minibatches, rollout_size // cfg.num_minibatches,
                                               cfg.norm_adv, cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
-        self.clips = AgentClips(A, cfg.clip_eps, cfg.clip_eps_high, cfg.clip_value, cfg.separate_optimizers,
-                                cfg.eps_v_start, cfg.eps_v_end, cfg.eps_v_schedule, cfg.per_agent_clips)
-        self.health = AgentHealth(A, cfg.health_monitors, cfg.collapse_window, cfg.collapse_drop, cfg.collapse_min_gain,
-                                  cfg.divergence_window, cfg.divergence_factor)
+        self.clips = ClipSchedule.from_config(cfg, A, per_agent=bool(cfg.per_agent_clips),
+                                              decoupled=bool(cfg.separate_optimizers), clip_value=bool(cfg.clip_value))
+        self.health = HealthController(A, HealthRules.from_config(cfg), self.clips, self.health_log,
+                                       lambda: copy.deepcopy(self.actor.state_dict()), self._restore_agent,
+                                       health.MESSAGES)
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         if checkpoint is not None:
             self.load_state_dict(checkpoint)
@@ -79,6 +81,9 @@ class OnPolicyMATrainer(MATrainerBase):
     def clip_ranges(self) -> ClipRanges:
         """Per-agent ``(eps_low, eps_high, eps_V)``, each ``(A,)``, at the current progress."""
         return self.clips.ranges(self.progress, self.device)
+
+    def _restore_agent(self, snapshot: dict, agent: int) -> None:
+        health.restore_agent(self.actor, snapshot, agent, self.cfg.parameter_sharing)
 
     def _set_learning_rates(self) -> tuple[float, float]:
         c = self.cfg
@@ -118,8 +123,7 @@ class OnPolicyMATrainer(MATrainerBase):
         self.iteration += 1
         metrics = self.episode_metrics(episodes)
         returns = np.stack([ep.returns for ep in episodes]) if episodes else np.zeros((0, A))
-        for name, detail in self.health.watch(self.actor, self.clips, c.parameter_sharing, returns, value_errors):
-            self.record(name, detail)
+        self.health.watch(self.global_step, returns, value_errors)
         per_agent = {}
         for i, agent in enumerate(self.spec.agents):
             per_agent.update({
@@ -169,5 +173,5 @@ class OnPolicyMATrainer(MATrainerBase):
         self.reward_scaler.load_state_dict(s["reward_scaler"])
         self.sampler.load_state_dict(s["sampler"])
         self.clips.load_state_dict(s["clips"])
-        self.health.load_state_dict(s["health"])
+        self.health.load_state_dict(health.upgrade_health_state(s["health"]))
         self.guard.last_good = s["last_good"]

@@ -269,3 +269,28 @@ def test_docs_command_takes_an_output_path_and_help(tmp_path, monkeypatch, capsy
     assert list(tmp_path.iterdir()) == []
     assert docs.main([str(tmp_path / "o.md")]) == 0
     assert (tmp_path / "o.md").read_text() == docs.options_markdown()
+
+
+def test_shared_option_groups_are_declared_once_and_listed_where_each_family_puts_them():
+    """The sampler and health groups (core/config/groups.py) are the same fields with the same help in both families'
+    configs, each family keeping its own collapse window; --help, docs and config.yaml list them at the family's
+    ``# +Group`` line, not first (as base-class fields would be)."""
+    import dataclasses
+
+    from core.config.groups import DivergenceOptions, HealthOptions, SamplerOptions
+    from core.config.options import TrainConfig
+    from core.config.parsing import field_docs, ordered_fields
+    from dapo_ma.config import MAConfig
+
+    shared = [f.name for g in (SamplerOptions, HealthOptions, DivergenceOptions) for f in dataclasses.fields(g)]
+    for cls in (TrainConfig, MAConfig):
+        docs = field_docs(cls)[0]
+        assert all(docs[name] == field_docs(g)[0].get(name, docs[name]) for name in shared
+                   for g in (SamplerOptions, HealthOptions, DivergenceOptions))
+    assert TrainConfig().collapse_window == 10 and MAConfig().collapse_window == 100
+    names = [f.name for f in ordered_fields(TrainConfig)]
+    assert names[:2] == ["env", "env_kwargs"]
+    assert names[names.index("resampling") + 1] == "temperature_mode"
+    assert names[names.index("collapse_confirm") + 1] == "divergence_window"
+    ma = [f.name for f in ordered_fields(MAConfig)]
+    assert ma[ma.index("collapse_drop") + 1:ma.index("collapse_drop") + 3] == ["collapse_min_gain", "divergence_window"]

@@ -12,9 +12,11 @@ remedy's clip multiplier widens by 50% once and then stays.
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite, widen_eps_pi_scale
+from core.algo.clips import widen_eps_pi_scale
+from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 
 
 def _feed(monitor, returns, per_call=1):
@@ -315,3 +317,97 @@ def test_collapse_remedy_widens_eps_pi_once():
     # dapo_ma's per-agent multipliers go through the same rule, element-wise
     per_agent = widen_eps_pi_scale(torch.tensor([1.0, 0.5, 1.5]))
     assert torch.equal(per_agent, torch.tensor([1.5, 0.75, 1.5]))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The one health controller (core.algo.health.HealthController): A = 1 (the single-agent trainer), A = 3 (dapo_ma)
+# ---------------------------------------------------------------------------------------------------------------------
+def _controller(n_agents, per_agent=True, **rules):
+    """A controller over a clip schedule (clip 0.2, eps_V 0.5 -> 0.3) whose hooks record what they were asked."""
+    from core.algo.clips import ClipSchedule
+    from core.algo.health import HealthController, HealthLog, HealthRules, Messages
+
+    clips = ClipSchedule(n_agents, 0.2, 0.2, 0.2, True, True, 0.5, 0.3, "linear", per_agent)
+    taken, restored = [], []
+
+    def snapshot():
+        taken.append(len(taken))
+        return taken[-1]
+    rules = HealthRules(**{"enabled": True, "collapse_window": 2, "collapse_drop": 0.5, "divergence_window": 2,
+                           "divergence_factor": 10.0, **rules})
+    health = HealthController(n_agents, rules, clips, HealthLog(), snapshot, lambda s, i: restored.append((s, i)),
+                              Messages("agent {agent} best {best:.0f}", "agent {agent} window {window}"))
+    return health, clips, taken, restored
+
+
+@pytest.mark.parametrize("per_agent, widened", [(True, [0.2, 0.2, 0.3]), (False, [0.3, 0.3, 0.3])])
+def test_controller_three_agents_agent_2_collapses(per_agent, widened):
+    """Agents 0 and 1 flat at 0; agent 2 rises 0 -> 100 and falls back (window 2 of one episode per call).
+
+    Agent 2's means: call 2: 0 (first, best: snapshot 0 for every agent), call 3: 50 (best, std 50: snapshot),
+    call 4: 100 (best, std 0: snapshot), call 5: 50 (gain 100 < 4 noise units sqrt((0 + 50^2)/2) * 4 = 141: not
+    significant), call 6: 0 (noise 0, lost 100 >= 0.5 * 100): collapse of agent 2 only.  Its restore gets the
+    snapshot of call 4 (the fifth taken: 0, 1, 2 at call 2, then 3, 4); its eps_pi widens alone when clips are per agent,
+    every agent's when they are shared."""
+    health, clips, taken, restored = _controller(3, per_agent)
+    no_errors = [math.nan] * 3
+    for step, r in enumerate((0.0, 0.0, 100.0, 100.0, 0.0)):
+        assert health.watch(step, np.array([[0.0, 0.0, r]]), no_errors) == []
+    assert taken == [0, 1, 2, 3, 4]
+    events = health.watch(5, np.array([[0.0, 0.0, 0.0]]), no_errors)
+    assert events == [("policy_collapse", "agent 2 best 100")]
+    assert restored == [(4, 2)]
+    assert clips.ranges(0.0).eps_low.tolist() == pytest.approx(widened)
+    assert health.log.counts["policy_collapse"] == 1 and health.log.events[-1]["step"] == 5
+
+
+@pytest.mark.parametrize("per_agent, eps_v", [(True, [0.5, 0.6, 0.5]), (False, [0.6, 0.6, 0.6])])
+def test_controller_three_agents_agent_1_diverges(per_agent, eps_v):
+    """Agent 1's value error 1, 4, 20: rising over the window (2 updates) and 20 > 10 x its minimum 1: divergence.
+    The critic lr halves (one critic optimiser) and agent 1's eps_V grows by 20% (every agent's when shared)."""
+    health, clips, _, _ = _controller(3, per_agent)
+    for step, error in enumerate((1.0, 4.0)):
+        assert health.watch(step, np.zeros((0, 3)), [math.nan, error, math.nan]) == []
+    assert health.watch(2, np.zeros((0, 3)), [math.nan, 20.0, math.nan]) == [("value_divergence", "agent 1 window 2")]
+    assert health.critic_lr_scale == 0.5
+    assert clips.ranges(0.0).eps_v.tolist() == pytest.approx(eps_v)
+
+
+def test_controller_one_agent_confirmation_and_warm_up():
+    """A = 1.  Two episodes a call, window 2: means 10, 100 (best), 12 (lost 88 >= 0.5 * 90).
+
+    With ``confirm=1`` the drop must be seen again on a fresh window: the 4th call (12 again) fires.  With
+    ``min_gain=0.2`` (dapo_ma's warm-up) the same fall from a best of 100 over a first mean of 90 (gain 10 < 0.2 * 90)
+    is not counted: the monitor starts over, nothing is restored, the clip stays."""
+    health, clips, _, restored = _controller(1, confirm=1)
+    for step, r in enumerate((10.0, 100.0, 12.0)):
+        assert health.watch(step, np.array([[r], [r]]), [math.nan]) == []
+    assert health.watch(3, np.array([[12.0], [12.0]]), [math.nan]) == [("policy_collapse", "agent 0 best 100")]
+    assert restored == [(1, 0)] and clips.ranges(0.0).scalars()[0] == pytest.approx(0.3)
+
+    health, clips, _, restored = _controller(1, min_gain=0.2)
+    for step, r in enumerate((90.0, 100.0, 90.0)):
+        assert health.watch(step, np.array([[r], [r]]), [math.nan]) == []
+    assert health.collapse[0].fired_from == (90.0, 100.0)  # it did fire, but before the warm-up gain
+    assert restored == [] and clips.ranges(0.0).scalars()[0] == pytest.approx(0.2)
+
+
+def test_controller_off_watches_nothing():
+    health, clips, taken, _ = _controller(2, enabled=False)
+    assert health.watch(0, np.array([[1.0, 1.0], [1.0, 1.0]]), [1.0, 1.0]) == []
+    assert taken == [] and len(health.collapse[0].recent) == 0
+
+
+def test_clip_schedule_single_agent_is_the_scalar_rule():
+    """A = 1 in float64: the ranges are exactly min(eps * scale, EPS_PI_MAX) and eps_V(p) * scale in double precision;
+    grpo's shared value clip is clip_eps * the policy scale; no value clip gives None."""
+    from core.algo.clips import EPS_PI_MAX, ClipSchedule
+
+    c = ClipSchedule(1, 0.2, 0.15, 0.28, True, True, 0.5, 0.3, "linear", True, torch.float64)
+    c.widen_policy(0)
+    c.widen_value(0, 1.2)
+    assert c.ranges(0.5).scalars() == (0.15 * 1.5, min(0.28 * 1.5, EPS_PI_MAX), (0.5 + (0.3 - 0.5) * 0.5) * 1.2)
+    shared = ClipSchedule(1, 0.2, 0.2, 0.2, True, False, 0.5, 0.3, "linear", True, torch.float64)
+    shared.widen_policy(0)
+    assert shared.ranges(0.0).scalars()[2] == 0.2 * 1.5
+    assert ClipSchedule(1, 0.2, 0.2, 0.2, False, True, 0.5, 0.3, "linear", True).ranges(0.0).eps_v is None

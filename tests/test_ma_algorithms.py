@@ -9,7 +9,7 @@ import core.training.update
 from core.algo.losses import policy_loss
 from core.algo.sampler import Temperature
 from dapo_ma.buffer import AgentSampler, MATransitions
-from dapo_ma.clips import AgentClips
+from core.algo.clips import ClipSchedule
 from dapo_ma.config import MAConfig, resolve
 from dapo_ma.maddpg import MADDPGTrainer, replace_own_action, soft_update
 from dapo_ma.networks import MACritic, critic_inputs
@@ -25,7 +25,7 @@ def _transitions(adv: torch.Tensor, agent_id: torch.Tensor) -> MATransitions:
 def test_agent_i_is_clipped_only_with_eps_pi_i():
     """Same ratio 1.25 and positive advantage for every sample: agent 0 (eps 0.1) is clipped and gets no
     gradient, agent 1 (eps 0.3) is not; changing eps_pi[1] leaves agent 0's loss terms unchanged."""
-    clips = AgentClips(2, 0.2, None, True, True, 0.5, 0.3, "linear", per_agent=True)
+    clips = ClipSchedule(2, 0.2, 0.2, 0.2, True, True, 0.5, 0.3, "linear", per_agent=True)
     clips.pi_scale = torch.tensor([0.5, 1.5])
     ranges = clips.ranges(0.0, torch.device("cpu"))
     assert torch.allclose(ranges.eps_low, torch.tensor([0.1, 0.3]))
@@ -40,8 +40,8 @@ def test_agent_i_is_clipped_only_with_eps_pi_i():
 
 
 def test_shared_clip_remedy_moves_every_agent_per_agent_remedy_one():
-    shared = AgentClips(3, 0.2, None, True, False, 0.5, 0.3, "linear", per_agent=False)
-    own = AgentClips(3, 0.2, None, True, True, 0.5, 0.3, "linear", per_agent=True)
+    shared = ClipSchedule(3, 0.2, 0.2, 0.2, True, False, 0.5, 0.3, "linear", per_agent=False)
+    own = ClipSchedule(3, 0.2, 0.2, 0.2, True, True, 0.5, 0.3, "linear", per_agent=True)
     for c in (shared, own):
         c.widen_policy(1)
         c.widen_value(2, 1.2)
@@ -150,17 +150,40 @@ def test_maddpg_critic_target_math(tmp_path):
 
 def test_agent_health_restores_only_the_collapsed_agent_and_reports_its_best():
     """Agent 0 rises 0 -> 100 then falls back to 0 (window 2, drop 0.5: fires); agent 1 stays flat at 0."""
-    from dapo_ma.health import AgentHealth
-    clips = AgentClips(2, 0.2, None, True, True, 0.5, 0.3, "linear", per_agent=True)
-    health = AgentHealth(2, True, collapse_window=2, collapse_drop=0.5, min_gain=0.1, divergence_window=10,
-                         divergence_factor=10.0)
+    from core.algo.health import HealthController, HealthLog, HealthRules
+    from dapo_ma.health import MESSAGES, restore_agent
+    clips = ClipSchedule(2, 0.2, 0.2, 0.2, True, True, 0.5, 0.3, "linear", per_agent=True)
     actor, no_errors = torch.nn.Linear(1, 1), np.full(2, np.nan)
+    rules = HealthRules(True, collapse_window=2, collapse_drop=0.5, divergence_window=10, divergence_factor=10.0,
+                        min_gain=0.1)
+    health = HealthController(2, rules, clips, HealthLog(), lambda: copy.deepcopy(actor.state_dict()),
+                              lambda snap, i: restore_agent(actor, snap, i, True), MESSAGES)
     for r in (0.0, 0.0, 100.0, 100.0):
-        assert health.watch(actor, clips, True, np.array([[r, 0.0]]), no_errors) == []
+        assert health.watch(0, np.array([[r, 0.0]]), no_errors) == []
     best = actor.weight.detach().clone()
     with torch.no_grad():
         actor.weight.add_(1.0)  # a "bad update" after the best snapshot
-    events = [e for r in (0.0, 0.0) for e in health.watch(actor, clips, True, np.array([[r, 0.0]]), no_errors)]
+    events = [e for r in (0.0, 0.0) for e in health.watch(0, np.array([[r, 0.0]]), no_errors)]
     assert events == [("policy_collapse", "agent 0: recent mean far below best 100.00")]
     assert torch.equal(actor.weight, best)
     assert clips.ranges(0, "cpu").eps_low.tolist() == pytest.approx([0.3, 0.2])
+
+
+def test_checkpoint_from_before_the_health_controller_resumes(tmp_path):
+    """The old per-agent "health" entry (``best_actor`` with ``{}`` for an agent without a snapshot) and "clips"
+    entry load into core's controller and clip schedule."""
+    cfg = resolve(MAConfig(algo="dapo-ma", total_steps=800, num_envs=2, num_steps=25, num_epochs=1,
+                           env_kwargs="N=3 max_cycles=25", run_dir=str(tmp_path)))
+    t = OnPolicyMATrainer(cfg, tmp_path)
+    s = t.state_dict()
+    sd = copy.deepcopy(t.actor.state_dict())
+    monitors = t.health.state_dict()
+    s["health"] = {"collapse": monitors["collapse"], "divergence": monitors["divergence"],
+                   "best_actor": [{}, sd, {}], "critic_lr_scale": 0.25}
+    s["clips"] = {"pi_scale": torch.tensor([1.0, 1.5, 1.0]), "v_scale": torch.tensor([1.2, 1.0, 1.0])}
+    resumed = OnPolicyMATrainer(cfg, tmp_path, s)
+    assert resumed.health.best[0] is None and resumed.health.best[2] is None
+    assert all(torch.equal(sd[k], v) for k, v in resumed.health.best[1].items())
+    assert resumed.health.critic_lr_scale == 0.25
+    ranges = resumed.clip_ranges()
+    assert ranges.eps_low.tolist() == pytest.approx([0.2, 0.3, 0.2]) and ranges.eps_v[0] == pytest.approx(0.6)

@@ -260,7 +260,7 @@ def test_collapse_restore_refits_the_actor_to_the_moved_normaliser(tmp_path, sma
     best = t.actor.mode(torch.as_tensor(t.obs_norm(raw)))
     t.iterate()
     t.iterate()  # the actor and the statistics move on
-    assert not np.allclose(t.obs_norm.state_dict()["mean"], t.best_obs_norm["mean"])
+    assert not np.allclose(t.obs_norm.state_dict()["mean"], t.health.best[0]["obs_norm"]["mean"])
     t._watch_health([Episode(12.0, 12), Episode(12.0, 12)], 1.0)  # collapse -> restore
     assert t.health_counts["policy_collapse"] == 1
     assert torch.allclose(t.actor.mode(torch.as_tensor(t.obs_norm(raw))), best, atol=1e-5)
@@ -389,3 +389,29 @@ def test_relative_noise_floor_scales_by_the_action_half_range(tmp_path, small_co
     assert [m["train/log_std_floored"] for m in metrics] == [1.0] * 3  # every update's projection lifted it
     assert floored_run("Pendulum-v1", False)[0] == [-1.0] * 3
     assert floored_run("MountainCarContinuous-v0", True) == floored_run("MountainCarContinuous-v0", False)
+
+
+def test_checkpoint_from_before_the_health_controller_resumes(tmp_path, small_config):
+    """A checkpoint whose "health" entry has the old single-agent layout (one monitor pair, float scales, best actor
+    and its statistics beside them) loads into the controller: scales, counts, events, monitors and the snapshot."""
+    t = Trainer(small_config(tmp_path, collapse_window=2), tmp_path)
+    t.iterate()
+    s = t.state_dict()
+    best = {k: v + 1.0 for k, v in t.actor.state_dict().items()}
+    collapse = {"recent": [1.0, 2.0], "first_mean": 1.5, "best_mean": 1.5, "best_std": 0.5}  # no seen_drops/fresh
+    s["health"] = {"collapse": collapse, "divergence": {"history": [3.0]}, "scales": (1.5, 1.2, 0.5),
+                   "counts": {"policy_collapse": 1, "value_divergence": 1, "non_finite": 0},
+                   "events": [{"step": 256, "event": "policy_collapse", "detail": "recent mean far below best 9.0"}],
+                   "best_actor": best, "last_good": t.guard.last_good}  # no best_obs_norm: before the refit rule
+    resumed = Trainer(t.cfg, tmp_path, s)
+    low, high, eps_v = resumed.clip_ranges()
+    progress = resumed.global_step / t.cfg.total_steps
+    assert (low, high) == (0.2 * 1.5, 0.2 * 1.5)
+    assert eps_v == (0.5 + (0.3 - 0.5) * progress) * 1.2
+    assert resumed.health.critic_lr_scale == 0.5 and resumed.health_counts["policy_collapse"] == 1
+    assert resumed.health_events == s["health"]["events"]
+    assert resumed.health.collapse[0].best_mean == 1.5 and list(resumed.health.divergence[0].history) == [3.0]
+    resumed._restore_actor(resumed.health.best[0])  # no statistics saved: loaded as it is
+    assert all(torch.equal(best[k], v) for k, v in resumed.actor.state_dict().items())
+    again = Trainer(t.cfg, tmp_path, resumed.state_dict())  # and the new layout round-trips
+    assert again.clip_ranges() == resumed.clip_ranges() and again.health.critic_lr_scale == 0.5

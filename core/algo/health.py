@@ -1,33 +1,27 @@
-"""Training-health monitors (docs/algorithms.md): each watches a statistic, names an event and suggests a remedy.
+"""Training health (docs/algorithms.md): monitors that each watch a statistic and name an event, and the one
+controller (:class:`HealthController`) that applies their remedies for the single-agent (one agent) and the
+multi-agent trainers (one monitor pair per agent):
 
-The monitors only *detect*; the trainer applies the remedies so that they stay testable in isolation:
-- ``policy_collapse`` -> restore the actor from its best snapshot, enlarge eps_pi by 50% (once).  The
-  restored actor's input layer is refit to the observation normaliser's current statistics
-  (:func:`core.algo.networks.refit_input_layer`), so it is the best policy of the raw observation again.
-- ``value_divergence`` -> halve the critic learning rate, enlarge eps_V by 20%.
-- ``non_finite`` -> skip the update, restore the last healthy snapshot.
+- ``policy_collapse`` of agent i -> restore its policy from its best snapshot, enlarge its eps_pi by 50% (once;
+  :mod:`core.algo.clips`).  How a snapshot is taken and put back is the trainer's (a hook): the single-agent trainer
+  refits the restored actor's input layer to the observation normaliser's current statistics, dapo_ma restores one
+  agent's parameters (all of them under parameter sharing).
+- ``value_divergence`` of agent i -> halve the critic learning rate (one critic optimiser), enlarge its eps_V by 20%.
+- ``non_finite`` -> skip the update, restore the last healthy snapshot (:class:`NonFiniteGuard`).
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-COLLAPSE_WIDEN = 1.5  # the collapse remedy enlarges eps_pi by 50% (docs/algorithms.md) ...
-# ... at most once in a run: later collapses restore the best policy again but keep the clip.  Widening
-# compounded otherwise: an Ant-v5 run (1M steps, DAPO with auto-lambda, seed 2) collapsed three times in
-# 30k steps, then trained its last 560k steps at eps_pi 0.5 with an approx KL of 0.13-0.14 per update
-# (0.03-0.05 in the same env's other seeds); the original definition names a clip below 0.05 or one bad update as the causes.
-EPS_PI_MAX = 0.5  # and never beyond this absolute clip, whatever the configured one
+from core.algo.clips import ClipSchedule
 
-
-def widen_eps_pi_scale(scale):
-    """The collapse remedy's new eps_pi multiplier: ``min(scale * 1.5, 1.5)`` (a 0.2 clip becomes 0.3, then stays).
-
-    ``scale`` is a float (the single-agent trainer) or a tensor of per-agent multipliers (``dapo_ma``)."""
-    widened = scale * COLLAPSE_WIDEN  # capped at one widening of the configured clip
-    return widened.clamp(max=COLLAPSE_WIDEN) if hasattr(widened, "clamp") else min(widened, COLLAPSE_WIDEN)
-
+HEALTH_EVENTS = ("policy_collapse", "value_divergence", "non_finite")
+CRITIC_LR_CUT = 0.5  # the divergence remedy halves the critic learning rate ...
+EPS_V_WIDEN = 1.2    # ... and enlarges the diverging agent's eps_V by 20%
 
 class PolicyCollapseMonitor:
     """Fires when recent returns lose most of a *significant* improvement.
@@ -158,3 +152,108 @@ class NonFiniteGuard:
         self.critic.load_state_dict(self.last_good["critic"])
         self.optimizer.load_state_dict(self.last_good["optimizer"])
         return problem
+
+
+class HealthLog:
+    """Counts per event name and the events themselves, ``{"step", "event", "detail"}`` each."""
+
+    def __init__(self):
+        self.counts = {name: 0 for name in HEALTH_EVENTS}
+        self.events: list[dict] = []
+
+    def record(self, step: int, name: str, detail: str) -> None:
+        self.counts[name] += 1
+        self.events.append({"step": step, "event": name, "detail": detail})
+
+    def state_dict(self) -> dict:
+        return {"counts": dict(self.counts), "events": list(self.events)}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.counts, self.events = dict(s["counts"]), list(s["events"])
+
+
+@dataclass(frozen=True)
+class HealthRules:
+    """The monitors' options.  The families differ only in their values: the single-agent trainer sets
+    ``significance`` and ``confirm`` (``--collapse-significance``, ``--collapse-confirm``) and has no warm-up
+    (``min_gain`` 0 never binds: a collapse already needs a positive gain); dapo_ma keeps the monitor's default
+    significance and no confirmation, and counts a collapse only after ``min_gain`` (``--collapse-min-gain``)."""
+
+    enabled: bool
+    collapse_window: int
+    collapse_drop: float
+    divergence_window: int
+    divergence_factor: float
+    significance: float = 4.0
+    confirm: int = 0
+    min_gain: float = 0.0
+
+    @classmethod
+    def from_config(cls, c) -> "HealthRules":
+        """From a family config's health options; an option the family does not declare keeps its default here."""
+        own = {k: getattr(c, f"collapse_{k}") for k in ("significance", "confirm", "min_gain")
+               if hasattr(c, f"collapse_{k}")}
+        return cls(bool(c.health_monitors), c.collapse_window, c.collapse_drop, c.divergence_window,
+                   c.divergence_factor, **own)
+
+
+class Messages(NamedTuple):
+    """Event details, formatted with ``agent`` (index), ``best`` (the collapsed mean's best) and ``window``."""
+
+    collapse: str
+    divergence: str
+
+
+class HealthController:
+    """Per-agent collapse and divergence monitors and their remedies, for ``A`` agents (``A = 1``: the
+    single-agent trainer).  Pure: the trainer passes two hooks, ``snapshot() -> S`` (called when an agent's
+    recent mean reaches a new best) and ``restore(S, agent)`` (the collapse remedy), and feeds :meth:`watch`.
+    Remedies act on ``clips`` (:class:`core.algo.clips.ClipSchedule`) and ``critic_lr_scale``; events go to ``log``."""
+
+    def __init__(self, n_agents: int, rules: HealthRules, clips: ClipSchedule, log: HealthLog,
+                 snapshot: Callable[[], Any], restore: Callable[[Any, int], None], messages: Messages):
+        self.rules, self.clips, self.log, self.messages = rules, clips, log, messages
+        self.snapshot, self.restore = snapshot, restore
+        self.collapse = [PolicyCollapseMonitor(rules.collapse_window, rules.collapse_drop, rules.significance,
+                                               rules.confirm) for _ in range(n_agents)]
+        self.divergence = [ValueDivergenceMonitor(rules.divergence_window, rules.divergence_factor)
+                           for _ in range(n_agents)]
+        self.best: list[Any] = [None] * n_agents  # each agent's snapshot at its best recent mean
+        self.critic_lr_scale = 1.0
+
+    def watch(self, step: int, returns, value_errors: Sequence[float]) -> list[tuple[str, str]]:
+        """Feed the finished episodes' returns ``(n_episodes, A)`` and the update's value statistic ``(A,)`` (NaN:
+        none); apply the remedies, log the events at ``step`` and return them as ``(name, detail)``."""
+        if not self.rules.enabled:
+            return []
+        events = []
+        for i, (collapse, divergence) in enumerate(zip(self.collapse, self.divergence)):
+            collapsed, new_best = collapse.observe(returns[:, i].tolist())
+            if new_best:
+                self.best[i] = self.snapshot()
+            first, best = collapse.fired_from
+            warmed_up = collapsed and best - first >= self.rules.min_gain * abs(first)
+            if warmed_up and self.best[i] is not None:  # restore the best policy, widen its clip (the first time)
+                self.restore(self.best[i], i)
+                self.clips.widen_policy(i)
+                events.append(("policy_collapse", self.messages.collapse.format(agent=i, best=best)))
+            if not math.isnan(value_errors[i]) and divergence.observe(float(value_errors[i])):
+                self.critic_lr_scale *= CRITIC_LR_CUT
+                self.clips.widen_value(i, EPS_V_WIDEN)
+                events.append(("value_divergence", self.messages.divergence.format(agent=i, window=divergence.window)))
+        for name, detail in events:
+            self.log.record(step, name, detail)
+        return events
+
+    def state_dict(self) -> dict:
+        return {"collapse": [m.state_dict() for m in self.collapse],
+                "divergence": [m.state_dict() for m in self.divergence],
+                "best": list(self.best), "critic_lr_scale": self.critic_lr_scale}
+
+    def load_state_dict(self, s: dict) -> None:
+        for m, state in zip(self.collapse, s["collapse"]):
+            m.load_state_dict(state)
+        for m, state in zip(self.divergence, s["divergence"]):
+            m.load_state_dict(state)
+        self.best = copy.deepcopy(list(s["best"]))  # the snapshots must not alias the loaded state's tensors
+        self.critic_lr_scale = s["critic_lr_scale"]

@@ -1,7 +1,8 @@
 """Config dataclasses <-> command-line flags and YAML.
 
 Every dataclass field becomes a ``--flag`` in the argparse group named by the ``# --- group`` comment above it;
-its help is the first sentence of the field's docstring.  Values from YAML (recipes, config.yaml) are checked
+its help is the first sentence of the field's docstring.  A ``# +Group`` line stands for the fields of a shared option
+group the config inherits (core/config/groups.py), in that group's order.  Values from YAML (recipes, config.yaml) are checked
 against the field types here.  Only flags given on the command line are returned (argparse SUPPRESS), so that
 recipes and presets can fill the rest.
 """
@@ -82,7 +83,9 @@ class CompactHelp(argparse.RawDescriptionHelpFormatter):
 
 @lru_cache(maxsize=None)
 def field_docs(cls: type) -> tuple[dict[str, str], dict[str, str]]:
-    """``(docs, groups)``: each field's docstring (the string literal after it) and its ``# --- group`` section."""
+    """``(docs, groups)``: each field's docstring (the string literal after it) and its ``# --- group`` section, in
+    the order the config lists them; a ``# +Group`` line lists an inherited option group's fields there.  A field a
+    config declares again (a family default) keeps the group's docstring unless it brings its own."""
     source = inspect.getsource(cls)
     body = ast.parse(source).body[0].body
     docs = {}
@@ -90,15 +93,28 @@ def field_docs(cls: type) -> tuple[dict[str, str], dict[str, str]]:
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
             docs[node.target.id] = " ".join(nxt.value.value.split())
+    mixins = {base.__name__: base for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)}
     groups, group = {}, "options"
     for line in source.splitlines():
         m = re.match(r"\s*# --- (\w[\w -]*)", line)  # "online fine-tuning", "dapo-dt"
         if m:
             group = m.group(1).strip()
+        m = re.match(r"\s*# \+(\w+)\s*$", line)
+        if m:
+            mixin_docs, mixin_groups = field_docs(mixins[m.group(1)])
+            docs.update({name: text for name, text in mixin_docs.items() if name not in docs})
+            groups.update(dict.fromkeys(mixin_groups, group))
         m = re.match(r"\s{4}(\w+): ", line)
         if m and m.group(1) in docs:
             groups[m.group(1)] = group
     return docs, groups
+
+
+def ordered_fields(cls: type) -> list[dataclasses.Field]:
+    """The dataclass fields in the order the config lists them (:func:`field_docs`), not base classes first."""
+    order = {name: i for i, name in enumerate(field_docs(cls)[1])}
+    fields = dataclasses.fields(cls)
+    return sorted(fields, key=lambda f: (order.get(f.name, len(order)), fields.index(f)))
 
 
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|et al|vs|cf)|\.)$", re.IGNORECASE)  # before a non-final "."
@@ -149,7 +165,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str
     Returns the argument groups by name (callers may add options to them)."""
     hints, (docs, field_groups) = typing.get_type_hints(cls), field_docs(cls)
     groups: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in ordered_fields(cls):
         if f.name in skip:
             continue
         group_name = field_groups.get(f.name, "options")
@@ -360,7 +376,8 @@ def to_plain(value: Any) -> Any:
 
 
 def write_yaml_config(cfg: Any) -> str:
-    return yaml.safe_dump(to_plain(dataclasses.asdict(cfg)), sort_keys=False)
+    values = dataclasses.asdict(cfg)
+    return yaml.safe_dump(to_plain({f.name: values[f.name] for f in ordered_fields(type(cfg))}), sort_keys=False)
 
 
 def required_fields(cls: type, may_be_unset: tuple[str, ...]) -> tuple[str, ...]:

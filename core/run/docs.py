@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from core.config.parsing import OneLineParser, field_docs
 from core.config.options import flag
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+OUT = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 FIELD_OF = {"--ext": "extensions"}  # flags that are not spelled as their config field
 
 

@@ -23,16 +23,11 @@ from core.envs.backends import make_backend
 from core.training.checkpoint import save_checkpoint
 from core.envs.collector import CollectorProcess, WorkerSpec
 from core.training.compile import maybe_compile
-from core.config.options import TrainConfig, check_device, policy_clip
+from core.config.options import TrainConfig, check_device
 from core.training.distributed import Distributed
 from core.envs.make import ObsNormalizer, RewardScaler
-from core.algo.health import (
-    EPS_PI_MAX,
-    NonFiniteGuard,
-    PolicyCollapseMonitor,
-    ValueDivergenceMonitor,
-    widen_eps_pi_scale,
-)
+from core.algo.clips import ClipSchedule
+from core.algo.health import HealthController, HealthLog, HealthRules, Messages, NonFiniteGuard
 from core.training.logging import MetricLogger
 from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.algo.losses import explained_variance
@@ -41,6 +36,9 @@ from core.training.numpy_update import NumpyUpdate
 from core.envs.rollout import Collector, Episode, Prefetcher, Rollout
 from core.algo.sampler import DynamicSampler, Temperature, Transitions
 from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
+
+
+HEALTH_MESSAGES = Messages("recent mean far below best {best:.1f}", "value loss rose {window} updates in a row")
 
 
 def pick_device(name: str) -> torch.device:
@@ -101,15 +99,13 @@ class Trainer:
                                               cfg.num_envs * cfg.num_steps // cfg.num_minibatches, cfg.norm_adv,
                                               cfg.vf_coef, cfg.ent_coef, cfg.max_grad_norm)
         self.gae_lambda = AutoLambda(cfg.gae_lambda, cfg.lambda_min, cfg.lambda_max)
-        self.collapse = PolicyCollapseMonitor(cfg.collapse_window, cfg.collapse_drop, cfg.collapse_significance,
-                                              cfg.collapse_confirm)
-        self.divergence = ValueDivergenceMonitor(cfg.divergence_window, cfg.divergence_factor)
-        # Remedies act through these multipliers on the scheduled values.
-        self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = 1.0, 1.0, 1.0
-        self.health_counts = {"policy_collapse": 0, "value_divergence": 0, "non_finite": 0}
-        self.health_events: list[dict] = []
-        self.best_actor = copy.deepcopy(self.actor.state_dict())
-        self.best_obs_norm: Optional[dict] = self.obs_norm.state_dict()  # the statistics best_actor acted on
+        # one agent of core's clip schedule and health controller (dapo_ma runs A of them); float64 scales keep
+        # the ranges the Python floats min(eps * scale, EPS_PI_MAX) they always were
+        self.clips = ClipSchedule.from_config(cfg, 1, per_agent=True, decoupled=bool(cfg.separate_optimizers),
+                                              clip_value=bool(cfg.clip_value), dtype=torch.float64)
+        self.health_log = HealthLog()
+        self.health = HealthController(1, HealthRules.from_config(cfg), self.clips, self.health_log,
+                                       self._snapshot_actor, self._restore_actor, HEALTH_MESSAGES)
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         self.extensions = extensions.build(cfg.extensions, self)  # mechanisms beyond PPO/GRPO/DAPO (core/extensions)
         self.sampler = next((x for x in (e.sampler(self) for e in self.extensions) if x is not None), self.sampler)
@@ -138,13 +134,7 @@ class Trainer:
     # --- schedules ---------------------------------------------------------------------------
     def clip_ranges(self) -> tuple[float, float, Optional[float]]:
         """(eps_low, eps_high, eps_V or None) at the current progress, including health remedies."""
-        c, progress = self.cfg, self.global_step / self.cfg.total_steps
-        low, high = (min(eps * self.eps_pi_scale, EPS_PI_MAX) for eps in policy_clip(c))
-        if not c.clip_value:
-            return low, high, None
-        if not c.separate_optimizers:  # grpo: one clip range for policy and value
-            return low, high, c.clip_eps * self.eps_pi_scale
-        return low, high, schedules.eps_v(c.eps_v_start, c.eps_v_end, c.eps_v_schedule, progress) * self.eps_v_scale
+        return self.clips.ranges(self.global_step / self.cfg.total_steps).scalars()
 
     def _set_learning_rates(self) -> tuple[float, float]:
         c, progress = self.cfg, self.global_step / self.cfg.total_steps
@@ -153,7 +143,7 @@ class Trainer:
         for ext in self.extensions:
             lr_pi *= ext.policy_lr_scale()
         base_v = c.critic_lr if c.separate_optimizers else c.lr
-        lr_v = schedules.annealed_lr(base_v, progress, c.anneal_lr) * self.critic_lr_scale
+        lr_v = schedules.annealed_lr(base_v, progress, c.anneal_lr) * self.health.critic_lr_scale
         self.optimizer.param_groups[0]["lr"], self.optimizer.param_groups[1]["lr"] = lr_pi, lr_v
         return lr_pi, lr_v
 
@@ -229,32 +219,32 @@ class Trainer:
         return Evaluation(*self.actor.evaluate(mb.obs, mb.actions), self.critic(mb.obs))
 
     # --- health (docs/algorithms.md) ---------------------------------------------------------------------
+    @property
+    def health_counts(self) -> dict[str, int]:
+        return self.health_log.counts
+
+    @property
+    def health_events(self) -> list[dict]:
+        return self.health_log.events
+
     def _record(self, name: str, detail: str) -> None:
-        self.health_counts[name] += 1
-        self.health_events.append({"step": self.global_step, "event": name, "detail": detail})
+        self.health_log.record(self.global_step, name, detail)
 
     def _watch_health(self, episodes: list[Episode], v_loss: float) -> None:
-        if not self.cfg.health_monitors:
-            return
-        collapsed, new_best = self.collapse.observe(e.score for e in episodes)
-        if new_best:
-            self.best_actor = copy.deepcopy(self.actor.state_dict())
-            self.best_obs_norm = self.obs_norm.state_dict()
-        if collapsed:  # restore the best policy and widen its clip range by 50% (the first time only)
-            self._restore_best_actor()
-            self.eps_pi_scale = widen_eps_pi_scale(self.eps_pi_scale)
-            self._record("policy_collapse", f"recent mean far below best {self.collapse.fired_from[1]:.1f}")
-        if not math.isnan(v_loss) and self.divergence.observe(v_loss):
-            self.critic_lr_scale *= 0.5
-            self.eps_v_scale *= 1.2
-            self._record("value_divergence", f"value loss rose {self.cfg.divergence_window} updates in a row")
+        """The controller's one agent: the episodes' returns ``(n, 1)``, the update's value loss ``(1,)``."""
+        self.health.watch(self.global_step, np.array([e.score for e in episodes], dtype=np.float64).reshape(-1, 1),
+                          [v_loss])
 
-    def _restore_best_actor(self) -> None:
+    def _snapshot_actor(self) -> dict:
+        """The actor and the normaliser statistics it acted on (the collapse remedy's restore point)."""
+        return {"actor": copy.deepcopy(self.actor.state_dict()), "obs_norm": self.obs_norm.state_dict()}
+
+    def _restore_actor(self, best: dict, agent: int = 0) -> None:
         """Load the best actor, re-expressed for the normaliser's current statistics (the critic and the
         collector keep using those) so that it is the best policy again as a function of the raw observation."""
-        self.actor.load_state_dict(self.best_actor)
-        if self.obs_norm.enabled and self.best_obs_norm is not None:  # None: a checkpoint from before this rule
-            refit_input_layer(input_layer(self.actor), ObsNormalizer.mean_std(self.best_obs_norm),
+        self.actor.load_state_dict(best["actor"])
+        if self.obs_norm.enabled and best["obs_norm"] is not None:  # None: a checkpoint from before this rule
+            refit_input_layer(input_layer(self.actor), ObsNormalizer.mean_std(best["obs_norm"]),
                               ObsNormalizer.mean_std(self.obs_norm.state_dict()))
             self.dist.broadcast_modules([self.actor])  # ranks keep their own statistics: all take rank 0's refit
 
@@ -298,11 +288,8 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(), "obs_norm": self.obs_norm.state_dict(),
             "reward_scaler": self.reward_scaler.state_dict(), "sampler": self.sampler.state_dict(),
             "rollouts": self.rollouts.state_dict(), "gae_lambda": self.gae_lambda.state_dict(),
-            "health": {"collapse": self.collapse.state_dict(), "divergence": self.divergence.state_dict(),
-                       "scales": (self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale),
-                       "counts": dict(self.health_counts), "events": list(self.health_events),
-                       "best_actor": self.best_actor, "best_obs_norm": self.best_obs_norm,
-                       "last_good": self.guard.last_good},
+            "health": {"controller": self.health.state_dict(), "clips": self.clips.state_dict(),
+                       "log": self.health_log.state_dict(), "last_good": self.guard.last_good},
             "recent_returns": list(self.recent_returns),
             "extensions": {e.name: e.state_dict() for e in self.extensions}, "rng": rng_state(),
         }
@@ -318,13 +305,11 @@ class Trainer:
         if self.dist.rank == 0:  # other ranks keep their own fresh envs (see below)
             self.rollouts.load_state_dict(s["rollouts"])
         self.gae_lambda.load_state_dict(s["gae_lambda"])
-        h = s["health"]
-        self.collapse.load_state_dict(h["collapse"])
-        self.divergence.load_state_dict(h["divergence"])
-        self.eps_pi_scale, self.eps_v_scale, self.critic_lr_scale = h["scales"]
-        self.health_counts, self.health_events = dict(h["counts"]), list(h["events"])
-        self.best_actor, self.guard.last_good = h["best_actor"], h["last_good"]
-        self.best_obs_norm = h.get("best_obs_norm")  # absent in checkpoints written before the refit
+        h = upgrade_health_state(s["health"])
+        self.health.load_state_dict(h["controller"])
+        self.clips.load_state_dict(h["clips"])
+        self.health_log.load_state_dict(h["log"])
+        self.guard.last_good = h["last_good"]
         self.recent_returns = deque(s["recent_returns"], maxlen=10)
         saved = dict(s.get("extensions", {}))
         if "kl_lr_scale" in s:  # checkpoints from before extensions kept the KL rule's scale at the top
@@ -335,3 +320,18 @@ class Trainer:
         set_rng_state(s["rng"])
         if self.dist.rank > 0:  # rank 0's checkpoint holds rank 0's envs and RNG; decorrelate the others
             seed_everything(self.cfg.seed + self.dist.rank + 7919 * self.iteration)
+
+
+def upgrade_health_state(h: dict) -> dict:
+    """A checkpoint's ``"health"`` entry in the layout of the one health controller.  Checkpoints written before it
+    kept one monitor pair, the scales ``(eps_pi, eps_V, critic lr)`` as floats, and the best actor beside the
+    statistics it acted on (absent before the refit rule: restored without refitting)."""
+    if "scales" not in h:
+        return h
+    pi, v, lr = h["scales"]
+    best = {"actor": h["best_actor"], "obs_norm": h.get("best_obs_norm")}
+    return {"controller": {"collapse": [h["collapse"]], "divergence": [h["divergence"]], "best": [best],
+                           "critic_lr_scale": lr},
+            "clips": {"pi_scale": torch.tensor([pi], dtype=torch.float64),
+                      "v_scale": torch.tensor([v], dtype=torch.float64)},
+            "log": {"counts": h["counts"], "events": h["events"]}, "last_good": h["last_good"]}
