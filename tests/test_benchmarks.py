@@ -291,3 +291,15 @@ def test_lambda_rule_ev_prints_one_row_per_rollout(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert "after 4096 steps" in out and len(rows) == 2
     assert all(-10 < float(x) <= 1 for row in rows for x in row.strip("| ").split(" | ")[1:])
+
+
+def test_a_column_named_after_an_algorithm_says_which_recipe_it_ran():
+    """'dapo' alone is --algo dapo's own settings; the 1M tables' dapo column ran the dapo-mujoco recipe and says so;
+    labels that are variant names stay as they are; the committed 1M folders' record names the column's recipe."""
+    from experiments.mujoco_report import column_label, column_recipes
+
+    assert column_label("dapo", "dapo") == "dapo (dapo-mujoco recipe)"
+    assert column_label("dapo", "dapo-v1") == "dapo"  # the 300k tables' dapo: today's --algo dapo, field for field
+    assert column_label("grpo", "grpo") == "grpo" and column_label("ppo", "ppo-recipe") == "ppo (ppo-recipe recipe)"
+    assert column_label("dapo-v7", "dapo-confirm-kl0.05-brake") == "dapo-v7" and column_label("sb3-ppo", None) == "sb3-ppo"
+    assert column_recipes(REPO / "experiments/results/mujoco_1M", ["dapo", "nope"]) == {"dapo": "dapo", "nope": None}
