@@ -1,8 +1,8 @@
 """The equal-recipe MuJoCo table (issue #49): every algorithm with CleanRL's settings and with the mujoco recipe.
 
 Columns: ``ppo``, ``grpo`` and ``dapo-mechanisms`` (DAPO's own mechanisms on: dapo-v1) with CleanRL's settings; the
-same three on the ``mujoco`` recipe (initial std e^-1, one joint gradient clip, KL brake, noise floor); and today's
-``dapo`` default.  The CleanRL-settings rows and today's dapo are *copied* from the committed 1M-step folders, whose
+same three on the ``mujoco`` recipe (initial std e^-1, one joint gradient clip, KL brake, noise floor); and ``dapo``
+with the ``dapo-mujoco`` recipe (DAPO's tuned MuJoCo settings).  The CleanRL-settings rows and that dapo row are *copied* from the committed 1M-step folders, whose
 resolved configs are the suite's recipes (``tests/test_recipes.py``; ``tests/test_fair_table.py`` checks that every
 copy equals its source row); the recipe rows come from ``dapo bench mujoco --suite fair`` runs.  Every column uses
 the same seeds.
@@ -48,7 +48,7 @@ def row(env: str, label: str, seed: int, final_return: float, total_steps: int, 
 
 
 def copied_rows() -> list[dict]:
-    """The CleanRL-settings rows and today's dapo, from the committed folders (seeds SEEDS)."""
+    """The CleanRL-settings rows and dapo with the dapo-mujoco recipe, from the committed folders (seeds SEEDS)."""
     from experiments.result_rows import read_rows
 
     out = []
@@ -91,11 +91,11 @@ def report(rows: list[dict], command: str) -> list[str]:
     md = [f"# Equal-recipe MuJoCo table ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`", "",
           f"Budget: {BUDGET} env steps per run; seeds {list(SEEDS)} in every column; score = mean return of the last "
           "10 training episodes. Cells: mean +- sample std (ddof=1) (n); IQM [stratified-bootstrap 95% CI]. CleanRL "
-          "rows and today's dapo are copies of the committed rows named in the `source` column of results.csv.", ""]
+          "rows and the dapo-mujoco recipe's dapo are copies of the committed rows named in the `source` column of results.csv.", ""]
     for env in envs:
         md += [f"## {env}", "", "| algorithm | CleanRL settings | mujoco recipe |", "|---|---|---|"]
         md += [f"| {a} | {cell(scores(rows, env, a))} | {cell(scores(rows, env, a + '-recipe'))} |" for a in ALGOS]
-        md += [f"| dapo (today's default: the recipe plus GRPO's lambda rule, eps_V 0.2, uniform minibatches) | | "
+        md += [f"| dapo (dapo-mujoco recipe: the mujoco recipe plus GRPO's lambda rule, eps_V 0.2, uniform minibatches) | | "
                f"{cell(scores(rows, env, 'dapo'))} |", ""]
     md += ["## Mechanism-only effect", "",
            "P(run pairs won) by dapo-mechanisms against each peer under the same settings (0.5: level).", "",

@@ -11,6 +11,7 @@ import re
 import time
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -24,6 +25,48 @@ SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 254
 CLEANRL_PPO_1M = {"HalfCheetah": 2906, "Walker2d": 2891, "Humanoid": 742}  # CleanRL's published v4 numbers
 RUN_KEY = ("env", "variant", "seed")
 CURVE_POINTS = 101  # learning-curve grid committed in curves.csv (0 .. total steps)
+RECIPES = Path(__file__).resolve().parent / "recipes" / "mujoco"  # the variants' recipe files
+
+
+def column_recipes(out: Path, variants) -> dict[str, Optional[str]]:
+    """``{column label: the recipe file (under experiments/recipes/mujoco/) its runs used}``: the folder's record
+    (variants.yaml) where it has the label, else the benchmark's suites (the first suite naming the label)."""
+    import yaml
+
+    from experiments.mujoco_benchmark import load_suites
+
+    record = yaml.safe_load((out / "variants.yaml").read_text()) if (out / "variants.yaml").exists() else {}
+    suites = list(load_suites().values())
+    return {v: record[v]["recipe"] if v in record else next((t[v] for t in suites if v in t), None) for v in variants}
+
+
+def column_label(label: str, recipe: Optional[str]) -> str:
+    """A column's header.  A column named after an algorithm (``ppo``, ``grpo``, ``dapo``) that did not run that
+    algorithm's own settings (what ``--algo NAME`` gives) names the recipe it ran with: its recipe file, or, where
+    that file carries the label's name, the shipped recipes it is built on (``dapo (dapo-mujoco recipe)``).  Other
+    labels are recipe files' names already."""
+    import dataclasses
+
+    import yaml
+
+    from core.config.options import ALGOS
+    from core.run.presets import resolve
+
+    if label not in ALGOS or recipe is None:
+        return label
+    path = RECIPES / f"{recipe}.yaml"
+
+    def config(options):
+        return {k: v for k, v in dataclasses.asdict(resolve({**options, "env": "Walker2d-v5"}, "continuous")).items()
+                if k != "recipe"}
+
+    if config({"recipe": (str(path),)}) == config({"algo": label}):
+        return label
+    if recipe != label:
+        return f"{label} ({recipe} recipe)"
+    base = yaml.safe_load(path.read_text()).get("base") or []
+    shipped = [b for b in ([base] if isinstance(base, str) else base) if not (RECIPES / f"{b}.yaml").exists()]
+    return f"{label} ({', '.join(shipped) or recipe} recipe)"
 
 
 def _summaries(runs: Path, envs, variants, seeds) -> list[dict]:
@@ -116,9 +159,11 @@ def _scores(rows: list[dict], envs, variant: str) -> dict[str, list[float]]:
     return out
 
 
-def aggregate_table(rows: list[dict], envs, variants) -> list[str]:
+def aggregate_table(rows: list[dict], envs, variants, labels: Optional[dict] = None) -> list[str]:
     """Across envs: IQM of min-max normalised returns (0 = the env's worst run in this table, 1 = its best)
-    with a stratified-bootstrap 95% CI, and each variant's probability of improvement over the first."""
+    with a stratified-bootstrap 95% CI, and each variant's probability of improvement over the first.  ``labels``:
+    a row's name for a variant (default: the variant)."""
+    labels = labels or {}
     per_variant = {v: _scores(rows, envs, v) for v in variants}
     bounds = {}  # only envs that every variant has run on, so that every row averages the same envs
     for env in envs:
@@ -141,7 +186,7 @@ def aggregate_table(rows: list[dict], envs, variants) -> list[str]:
         lo, hi = stratified_bootstrap_ci(sv, iqm, reps=2000)
         flat = [a for x in sv.values() for a in x]
         poi = "-" if v == variants[0] else f"{probability_of_improvement(per_variant[v], base):.2f}"
-        md.append(f"| {v} | {iqm(flat):.2f} [{lo:.2f}, {hi:.2f}] | {poi} | {len(flat)} |")
+        md.append(f"| {labels.get(v, v)} | {iqm(flat):.2f} [{lo:.2f}, {hi:.2f}] | {poi} | {len(flat)} |")
     return md
 
 
@@ -185,9 +230,11 @@ def _robustness(rows: list[dict], envs, variants) -> list[str]:
     return md
 
 
-def _table(out: Path, curve_rows: list[dict], rows: list[dict], envs, variants, total_steps: int) -> list[str]:
-    """The source's layout (env rows, variant columns), plus one learning-curve PNG per env."""
-    md = ["", "| env | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
+def _table(out: Path, curve_rows: list[dict], rows: list[dict], envs, variants, total_steps: int,
+           labels: Optional[dict] = None) -> list[str]:
+    """The source's layout (env rows, variant columns headed by ``labels``), plus one learning-curve PNG per env."""
+    labels = labels or {}
+    md = ["", "| env | " + " | ".join(labels.get(v, v) for v in variants) + " |", "|---" * (len(variants) + 1) + "|"]
     per_variant = {v: _scores(rows, envs, v) for v in variants}
     for env in envs:
         cells = []
@@ -219,7 +266,9 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
     variants = list(dict.fromkeys([*(r["variant"] for r in rows), *variants]))
     seeds = sorted({r["seed"] for r in rows})
     grid = _robustness(rows, envs, variants)
-    cells = "" if grid else " Cells: mean +- sample std (ddof=1) over seeds (n), then IQM [95% bootstrap CI]."
+    labels = {v: column_label(v, r) for v, r in column_recipes(out, variants).items()}
+    cells = "" if grid else (" Cells: mean +- sample std (ddof=1) over seeds (n), then IQM [95% bootstrap CI]. A "
+                             "column named after an algorithm ran its own settings unless its header names a recipe.")
     earlier = len(rows) - len(local)
     origin = (f" (made {len(local)} of the {len(rows)} runs; the other {earlier} were committed in results.csv by "
               "earlier sweeps, see the notes; its `cpu` column names each run's machine where recorded)"
@@ -227,7 +276,8 @@ def write_report(out: Path, runs: Path, envs, variants, seeds, total_steps: int,
     md = [f"# MuJoCo benchmark ({time.strftime('%Y-%m-%d')})", "", f"Command: `{command}`{origin}", "",
           f"Budget: {total_steps} env steps per run; seeds {list(seeds)}; score = mean return of the last 10 "
           f"training episodes. Machine: {machine(with_load=False)}.{cells}"]
-    md += grid or _table(out, curve_rows, rows, envs, variants, total_steps) + aggregate_table(rows, envs, variants)
+    md += grid or (_table(out, curve_rows, rows, envs, variants, total_steps, labels)
+                   + aggregate_table(rows, envs, variants, labels))
     md += ["", "Reference numbers (not ours; different budgets): the source's claims (PPO / GRPO / DAPO, "
            "'10 runs'): " + "; ".join(f"{k} {a}/{b}/{c}" for k, (a, b, c) in SOURCE_CLAIMS.items())
            + ". CleanRL PPO at 1M steps (v4): " + ", ".join(f"{k} {v}" for k, v in CLEANRL_PPO_1M.items()) + "."]

@@ -268,14 +268,15 @@ def test_adam_step_share_by_hand_and_end_to_end(tmp_path, small_config):
     assert ass.adam_step_share([m], [v], step=1e9, eps=0.0) == pytest.approx(1.0)
 
     runs = tmp_path / "runs"
-    for variant, algo, joint in (("ppo", "ppo", None), ("dapo", "dapo", None), ("dapo-v4", "dapo", False)):
+    for variant, algo, joint, recipe in (("ppo", "ppo", None, None), ("dapo", "dapo", None, ("dapo-mujoco",)),
+                                         ("dapo-v4", "dapo", False, None)):  # the benchmark's dapo: dapo-mujoco
         run_experiment(small_config(runs / "main" / "Pendulum-v1" / variant / "s1", env="Pendulum-v1", algo=algo,
-                                    joint_grad_clip=joint, num_envs=1, num_steps=128, total_steps=256))
+                                    joint_grad_clip=joint, recipe=recipe, num_envs=1, num_steps=128, total_steps=256))
     ass.main(["--runs-dir", str(runs), "--variants", "ppo", "dapo", "dapo-v4", "--out", str(tmp_path / "out")])
     rows = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
     assert sorted(r["variant"] for r in rows) == ["dapo", "dapo-v4", "ppo"]
     assert all(0 < float(r[k]) <= 1 for r in rows for k in ("actor_share", "critic_share"))
-    assert {r["variant"]: r["gradient_clip"] for r in rows} == {"ppo": "joint", "dapo": "joint",  # MuJoCo preset
+    assert {r["variant"]: r["gradient_clip"] for r in rows} == {"ppo": "joint", "dapo": "joint",  # the mujoco recipe
                                                                 "dapo-v4": "per network"}
     assert "| Pendulum-v1 | dapo | joint | 1 |" in (tmp_path / "out" / "results.md").read_text()
     with pytest.raises(SystemExit, match="no finished runs of grpo"):
@@ -290,3 +291,15 @@ def test_lambda_rule_ev_prints_one_row_per_rollout(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert "after 4096 steps" in out and len(rows) == 2
     assert all(-10 < float(x) <= 1 for row in rows for x in row.strip("| ").split(" | ")[1:])
+
+
+def test_a_column_named_after_an_algorithm_says_which_recipe_it_ran():
+    """'dapo' alone is --algo dapo's own settings; the 1M tables' dapo column ran the dapo-mujoco recipe and says so;
+    labels that are variant names stay as they are; the committed 1M folders' record names the column's recipe."""
+    from experiments.mujoco_report import column_label, column_recipes
+
+    assert column_label("dapo", "dapo") == "dapo (dapo-mujoco recipe)"
+    assert column_label("dapo", "dapo-v1") == "dapo"  # the 300k tables' dapo: today's --algo dapo, field for field
+    assert column_label("grpo", "grpo") == "grpo" and column_label("ppo", "ppo-recipe") == "ppo (ppo-recipe recipe)"
+    assert column_label("dapo-v7", "dapo-confirm-kl0.05-brake") == "dapo-v7" and column_label("sb3-ppo", None) == "sb3-ppo"
+    assert column_recipes(REPO / "experiments/results/mujoco_1M", ["dapo", "nope"]) == {"dapo": "dapo", "nope": None}

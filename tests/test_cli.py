@@ -162,7 +162,7 @@ def test_resume_keeps_the_runs_noise_floor(tmp_path, floor_flags, has_floor):
     import yaml
 
     run_dir = tmp_path / "r"
-    tiny = ["--env", "Pendulum-v1", "--algo", "dapo", "--num-steps", "64", "--num-minibatches", "2",
+    tiny = ["--env", "Pendulum-v1", "--algo", "dapo", "--recipe", "dapo-mujoco", "--num-steps", "64", "--num-minibatches", "2",
             "--eval-episodes", "1", "--no-progress", "--no-tensorboard"]
     assert main(["run", *tiny, *floor_flags, "--total-steps", "64", "--run-dir", str(run_dir)]) == 0
     assert main(["run", "--resume", str(run_dir), "--total-steps", "128", "--no-progress"]) == 0

@@ -51,13 +51,14 @@ def test_a_layer_changes_only_the_extension_options_it_names():
                                                                                            "max_scale": 1.0}),
 ])
 def test_ext_sets_options_of_the_extension_the_dapo_mujoco_recipe_turned_on(argv, expect):
-    cfg = resolve({"env": "Pendulum-v1", **_explicit(argv)}, "continuous")
+    cfg = resolve({"env": "Pendulum-v1", **_explicit(["--recipe", "dapo-mujoco", *argv])}, "continuous")
     assert cfg.extensions["kl_adaptive_lr"] == expect
     assert cfg.extensions["noise_floor"]["log_std_min"] == -1.2  # untouched
 
 
 def test_ext_off_still_removes_an_extension_and_cannot_be_combined_with_options():
-    cfg = resolve({"env": "Pendulum-v1", **_explicit(["--ext", "kl_adaptive_lr", "off"])}, "continuous")
+    cfg = resolve({"env": "Pendulum-v1", **_explicit(["--recipe", "dapo-mujoco", "--ext", "kl_adaptive_lr", "off"])},
+                  "continuous")
     assert "kl_adaptive_lr" not in cfg.extensions and "noise_floor" in cfg.extensions
     with pytest.raises(ConfigError, match="both turned off and given options"):
         _explicit(["--ext", "kl_adaptive_lr", "target=0.1", "--ext", "kl_adaptive_lr", "off"])

@@ -20,8 +20,8 @@ def _r(family="classic", **options):
 
 
 @pytest.mark.parametrize("family, algo, auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling, log_std_init", [
-    ("continuous", "dapo", True, 0.2, "constant", False, -1.0),  # the dapo-mujoco recipe (1M MuJoCo benchmark)
-    ("classic", "dapo", False, 0.5, "linear", True, 0.0),  # elsewhere the fixed lambda, eps_V 0.5 -> 0.3, draws
+    ("continuous", "dapo", False, 0.5, "linear", True, 0.0),  # dapo is dapo on every env: the fixed lambda,
+    ("classic", "dapo", False, 0.5, "linear", True, 0.0),  # eps_V 0.5 -> 0.3, advantage-weighted draws
     ("atari", "dapo", False, 0.5, "linear", True, 0.0),
     ("continuous", "grpo", True, 0.5, "linear", False, 0.0),  # grpo clips the value with clip_eps; eps_V is unused
     ("continuous", "ppo", False, 0.5, "linear", False, 0.0),  # the baselines keep CleanRL's initial std 1
@@ -31,22 +31,29 @@ def test_family_and_algorithm_presets(family, algo, auto_lambda, eps_v_start, ep
     c = _r(family, algo=algo)
     assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling, c.log_std_init) == (
         auto_lambda, eps_v_start, eps_v_schedule, dynamic_sampling, log_std_init)
-    assert set(c.extensions) == ({"kl_adaptive_lr", "noise_floor"} if (family, algo) == ("continuous", "dapo")
-                                 else set())
+    assert c.extensions == {}  # no env family's recipe turns an extension on
+
+
+DAPO_MUJOCO = ("dapo-mujoco",)  # DAPO's tuned MuJoCo settings: a recipe the user names
 
 
 def test_explicit_settings_override_the_mujoco_dapo_recipe():
-    c = _r("continuous", algo="dapo", auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear")
+    c = _r("continuous", algo="dapo", recipe=DAPO_MUJOCO)
+    assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling, c.log_std_init) == (
+        True, 0.2, "constant", False, -1.0)
+    assert set(c.extensions) == {"kl_adaptive_lr", "noise_floor"}
+    c = _r("continuous", algo="dapo", recipe=DAPO_MUJOCO, auto_lambda=False, eps_v_start=0.5, eps_v_schedule="linear")
     assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule) == (False, 0.5, "linear")
-    c = _r("continuous", algo="dapo", eps_v_start=0.4)  # one option set, the rest from the recipe
+    c = _r("continuous", algo="dapo", recipe=DAPO_MUJOCO, eps_v_start=0.4)  # one option set, the rest from the recipe
     assert (c.auto_lambda, c.eps_v_start, c.eps_v_schedule, c.dynamic_sampling) == (True, 0.4, "constant", False)
-    c = _r("continuous", algo="dapo", dynamic_sampling=True)  # the draws back on MuJoCo
+    c = _r("continuous", algo="dapo", recipe=DAPO_MUJOCO, dynamic_sampling=True)  # the draws back on MuJoCo
     assert (c.dynamic_sampling, c.auto_lambda, c.eps_v_start) == (True, True, 0.2)
-    assert _r("continuous", algo="dapo", log_std_init=0.0).log_std_init == 0.0  # CleanRL's initial noise back
-    c = _r("continuous", algo="dapo", extensions={"noise_floor": {"log_std_min": -1.5}})  # the recipe's others stay
+    assert _r("continuous", algo="dapo", recipe=DAPO_MUJOCO, log_std_init=0.0).log_std_init == 0.0  # CleanRL's noise
+    c = _r("continuous", algo="dapo", recipe=DAPO_MUJOCO, extensions={"noise_floor": {"log_std_min": -1.5}})
     assert c.extensions["noise_floor"] == {"log_std_min": -1.5, "relative": True, "anneal": True, "anneal_start": 0.5}
     assert c.extensions["kl_adaptive_lr"] == {"target": 0.05, "max_scale": 1.0}  # the other extension stays
-    assert "noise_floor" not in _r("continuous", algo="dapo", extensions={"noise_floor": None}).extensions
+    off = _r("continuous", algo="dapo", recipe=DAPO_MUJOCO, extensions={"noise_floor": None})
+    assert "noise_floor" not in off.extensions
 
 
 def test_recipes_layer_in_order_and_a_recipe_may_name_the_algorithm(tmp_path):
@@ -80,31 +87,36 @@ def test_the_run_start_line_names_the_recipe_choices():
             self.cfg = cfg
             self.actor = type("A", (), {"log_std": torch.nn.Parameter(torch.zeros(3))})()
 
-    cfg = _r("continuous", algo="dapo", env="HalfCheetah-v5")
-    line = settings_line(cfg, build(cfg.extensions, FakeTrainer(cfg)))
-    assert line == ("dapo on HalfCheetah-v5: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
+    cfg = _r("continuous", algo="dapo", env="HalfCheetah-v5", recipe=DAPO_MUJOCO)
+    line = settings_line(cfg, build(cfg.extensions, FakeTrainer(cfg)))  # the family read from a HalfCheetah env
+    assert line == ("dapo on HalfCheetah-v5 [recipes: continuous, dapo, dapo-mujoco]: GAE lambda auto in [0.9, 0.99]; eps_pi 0.2; eps_V 0.2; "
                     "minibatches uniform (--dynamic-sampling for advantage-weighted draws); "
                     "gradient norm clipped jointly over actor and critic; collapse remedy once 2 windows in a row "
                     "show the drop; initial action log-std -1.0 (std 0.37); policy lr /1.5 after each update with "
                     "approx KL > 0.1, never above schedule; action log-std floored at -1.2 (std 0.30 x each "
                     "action's half-range, falling linearly to 0 from 50% of training to the end)")
+    assert settings_line(_r("continuous", algo="dapo", env="HalfCheetah-v5"), family="continuous") == (
+        "dapo on HalfCheetah-v5 [recipes: continuous, dapo]: GAE lambda 0.95; eps_pi 0.2; eps_V 0.5 -> 0.3 linear; "
+        "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")  # dapo's own settings, as everywhere
     assert settings_line(_r(algo="dapo", clip_eps_high=0.28)) == (
-        "dapo on CartPole-v1: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
+        "dapo on CartPole-v1 [recipes: classic, dapo]: GAE lambda 0.8; eps_pi low 0.2 / high 0.28; eps_V 0.5 -> 0.3 linear; "
         "minibatches advantage-weighted multinomial draws (T fixed from 1.0)")
-    assert settings_line(_r(algo="ppo")) == "ppo on CartPole-v1: GAE lambda 0.8"
-    assert settings_line(_r(algo="ppo", recipe=("classic",))) == "ppo on CartPole-v1 [recipes: classic]: GAE lambda 0.8"
+    assert settings_line(_r(algo="ppo"), family="classic") == "ppo on CartPole-v1 [recipes: classic, ppo]: GAE lambda 0.8"
+    assert settings_line(_r(algo="ppo", recipe=("classic",)), family="classic") == (  # a user recipe comes last
+        "ppo on CartPole-v1 [recipes: classic, ppo, classic]: GAE lambda 0.8")
 
 
 def test_joint_grad_clip_follows_the_optimisers_unless_set():
     """PPO/GRPO clip both networks' gradients by one norm (CleanRL), DAPO each network's on its own; the option wins."""
     assert _r("continuous", algo="ppo").joint_grad_clip and _r("continuous", algo="grpo").joint_grad_clip
     assert not _r(algo="dapo").joint_grad_clip
-    assert _r("continuous", algo="dapo").joint_grad_clip  # the mujoco recipe
+    assert not _r("continuous", algo="dapo").joint_grad_clip  # dapo's own on every env
+    assert _r("continuous", algo="dapo", recipe=DAPO_MUJOCO).joint_grad_clip  # the mujoco recipe, under dapo-mujoco
     assert not _r("continuous", algo="dapo", joint_grad_clip=False).joint_grad_clip
     assert settings_line(_r(algo="dapo", joint_grad_clip=True)).endswith(
         "; gradient norm clipped jointly over actor and critic")
     assert settings_line(_r(algo="ppo", joint_grad_clip=False)) == (
-        "ppo on CartPole-v1: GAE lambda 0.8; gradient norm clipped per network")
+        "ppo on CartPole-v1 [recipes: classic, ppo]: GAE lambda 0.8; gradient norm clipped per network")
 
 
 @pytest.mark.parametrize("options, message", [
@@ -144,9 +156,9 @@ def test_run_directories_of_the_previous_version_load_with_their_meaning(tmp_pat
     """config.yaml files written before recipes and extensions (flat target_kl / log_std_min... options) load as
     today's config of the same meaning: the noise floor and the KL brake become extensions, nothing is re-resolved."""
     today = _r("continuous", algo="dapo", env="HalfCheetah-v5", total_steps=1_000_000, progress=False,
-               tensorboard=False, run_dir=str(tmp_path), checkpoint_every_s=120.0)
+               tensorboard=False, run_dir=str(tmp_path), checkpoint_every_s=120.0, recipe=DAPO_MUJOCO)
     old = load_run_config(_old_config_yaml(tmp_path, _recorded("mujoco_1M", "dapo")))
-    assert old == today
+    assert old == dataclasses.replace(today, recipe=())  # the dapo of then is today's dapo-mujoco recipe
     v1 = load_run_config(_old_config_yaml(tmp_path, _recorded("mujoco_1M", "dapo-v1")))  # no brake, no floor
     assert v1.extensions == {} and v1.dynamic_sampling and v1.eps_v_start == 0.5
     older = {k: v for k, v in _recorded("mujoco_1M", "dapo-v1").items()

@@ -67,11 +67,52 @@ def test_every_shipped_recipe_loads_and_resolves(name):
     assert cfg.recipe == (name,)
 
 
-def test_the_dapo_mujoco_recipe_is_plain_dapo_on_box_actions():
-    """DAPO on a Box-action env gets the dapo-mujoco recipe by itself; naming it changes nothing."""
-    plain = resolve({"algo": "dapo", "env": "Hopper-v5"}, "continuous")
-    named = resolve({"algo": "dapo", "env": "Hopper-v5", "recipe": ("dapo-mujoco",)}, "continuous")
-    assert dataclasses.replace(named, recipe=()) == plain
+# What the dapo-mujoco recipe changes from plain dapo on a Box-action env: the settings --algo dapo got on those envs
+# by itself until issue #54, and that the 1M-step tables' dapo column was run with.
+DAPO_MUJOCO = {"auto_lambda": True, "eps_v_start": 0.2, "eps_v_schedule": "constant", "dynamic_sampling": False,
+               "collapse_confirm": 1, "log_std_init": -1.0, "joint_grad_clip": True,
+               "extensions": {"kl_adaptive_lr": {"target": 0.05, "max_scale": 1.0},
+                              "noise_floor": {"log_std_min": -1.2, "relative": True, "anneal": True,
+                                              "anneal_start": 0.5}}}
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "dapo"])
+def test_an_algorithm_takes_the_same_recipe_on_every_env(algo):
+    """The shipped layers are the env family's recipe and the algorithm's, nothing attached to the pair: on a Box-action
+    env and on a Discrete one the configs differ only in what the two family recipes set (and the values derived
+    from those: the window and the critic lr)."""
+    from core.run.presets import layers
+
+    assert layers(algo, "continuous") == ["continuous", algo] and layers(algo, "classic") == ["classic", algo]
+    box = dataclasses.asdict(resolve({"algo": algo, "env": "HalfCheetah-v5"}, "continuous"))
+    discrete = dataclasses.asdict(resolve({"algo": algo, "env": "CartPole-v1"}, "classic"))
+    family = set(recipes.load("continuous", TrainConfig)) | set(recipes.load("classic", TrainConfig))
+    differ = {k for k in box if box[k] != discrete[k]}
+    assert differ <= family | {"env", "window", "critic_lr"}, sorted(differ - family)
+    for name, value in recipes.load(algo, TrainConfig).items():  # the algorithm's recipe, as written, on both
+        assert box[name] == discrete[name] == value, name
+
+
+def test_the_dapo_mujoco_recipe_reproduces_the_old_box_action_dapo_field_by_field():
+    """--recipe dapo-mujoco gives, field by field, the config --algo dapo resolved to on Box-action envs before the
+    recipe stopped being attached by itself (DAPO_MUJOCO over plain dapo), which is the config the committed 1M-step
+    dapo rows record; plain --algo dapo differs from it in exactly those fields."""
+    plain = dataclasses.asdict(resolve({"algo": "dapo", "env": "HalfCheetah-v5"}, "continuous"))
+    named = resolve({"algo": "dapo", "env": "HalfCheetah-v5", "recipe": ("dapo-mujoco",)}, "continuous")
+    assert named.recipe == ("dapo-mujoco",)
+    named = dataclasses.asdict(named)
+    assert named == {**plain, **DAPO_MUJOCO, "recipe": ("dapo-mujoco",)}
+    for name, value in plain.items():
+        if name in DAPO_MUJOCO:
+            assert value != DAPO_MUJOCO[name] and named[name] == DAPO_MUJOCO[name], name
+        elif name != "recipe":
+            assert named[name] == value, name
+    alone = resolve({"env": "HalfCheetah-v5", "recipe": ("dapo-mujoco",)}, "continuous")  # the recipe picks dapo
+    assert dataclasses.replace(alone, recipe=()) == dataclasses.replace(resolve(
+        {"algo": "dapo", "env": "HalfCheetah-v5", "recipe": ("dapo-mujoco",)}, "continuous"), recipe=())
+    record = yaml.safe_load((RESULTS / "mujoco_1M" / "variants.yaml").read_text())["dapo"]["config"]
+    on_walker = resolve({"algo": "dapo", "env": "Walker2d-v5", "recipe": ("dapo-mujoco",)}, "continuous")
+    assert {k: v for k, v in dataclasses.asdict(on_walker).items() if k not in RUNTIME} == _recorded(record)
     grpo = resolve({"algo": "grpo", "env": "Hopper-v5", "recipe": ("mujoco",)}, "continuous")  # the recipe on GRPO
     assert (grpo.log_std_init, grpo.joint_grad_clip, set(grpo.extensions)) == (
         -1.0, True, {"kl_adaptive_lr", "noise_floor"})

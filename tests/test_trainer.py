@@ -283,7 +283,7 @@ def test_dapo_with_a_joint_gradient_clip_trains_exactly_like_grpo(tmp_path, smal
 
     common = dict(env="Pendulum-v1", num_envs=1, num_steps=256, total_steps=1024, num_minibatches=8, auto_lambda=True,
                   dynamic_sampling=False, log_std_init=-1.0, numpy_update=numpy_update,
-                  extensions={**_kl(1e-6, 1.0), "noise_floor": None})  # dapo-mujoco's floor off (it would hold the noise up)
+                  extensions={**_kl(1e-6, 1.0), "noise_floor": None})  # no floor (it would hold the noise up)
     dapo_only = dict(health_monitors=False, eps_v_start=0.2, eps_v_schedule="constant")
     curves = {}
     for name, algo, joint in (("grpo", "grpo", None), ("dapo-joint", "dapo", True), ("dapo", "dapo", False)):
@@ -304,9 +304,10 @@ def _floor(log_std_min=-1.0, **shape):
 
 
 def _log_std_trace(run_dir, small_config, metric, updates=5, **overrides) -> tuple[list[float], list]:
-    """Pendulum updates from log-std -1: the log-std after each and the named metric of each (the dapo-mujoco
-    recipe's noise floor off unless the test gives one)."""
+    """Pendulum updates from log-std -1 on the dapo-mujoco recipe: the log-std after each and the named metric of
+    each (the recipe's noise floor off unless the test gives one)."""
     overrides.setdefault("extensions", {"noise_floor": None})
+    overrides.setdefault("recipe", ("dapo-mujoco",))
     t = Trainer(small_config(run_dir, env="Pendulum-v1", num_envs=1, num_steps=256, num_epochs=4, lr=1e-2,
                              log_std_init=-1.0, **overrides), run_dir)
     log_stds, metrics = [], []

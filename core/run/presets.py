@@ -1,8 +1,9 @@
 """Resolve a single-agent run's options into a complete :class:`~core.config.options.TrainConfig`.
 
-Layers, each winning over the ones before (:mod:`core.run.recipes`): the dataclass defaults, the env family's recipe,
-the algorithm's, the recipe the toolkit attaches to a family and algorithm (:data:`FAMILY_ALGO_RECIPES`), the
-user's ``--recipe`` files in order, then the options given explicitly.  Derived values (window, critic lr, the
+Layers, each winning over the ones before (:mod:`core.run.recipes`): the dataclass defaults, the env family's recipe
+(every algorithm gets it alike), the algorithm's (the same on every env), the user's ``--recipe`` files in order, then
+the options given explicitly.  No recipe is attached to a pair of family and algorithm: an algorithm name means one
+thing on every env, and env-specific tuning of one algorithm (``dapo-mujoco``) is a recipe the user names.  Derived values (window, critic lr, the
 proximal clip under ``--overlap``, CNN precision) are filled next, and the result is validated; explicit options
 the resolved algorithm or the env family would ignore are refused.
 """
@@ -16,8 +17,6 @@ from core.run import recipes
 from core.config.options import (ALGOS, INACTIVE_WHEN, ConfigError, TrainConfig, check_inactive, flag, joint_grad_clip,
                          validate)
 
-# DAPO's defaults on Box-action envs (the continuous family), chosen by the 1M-step MuJoCo benchmark
-FAMILY_ALGO_RECIPES = {("continuous", "dapo"): "dapo-mujoco"}
 # Options that act only on some env families: given explicitly elsewhere they are refused, as INACTIVE_WHEN's are.
 # name -> (the families it acts on, why)
 ACTS_ON_FAMILIES = {
@@ -28,9 +27,9 @@ ACTS_ON_FAMILIES = {
 
 
 def layers(algo: str, env_family: str) -> list[str]:
-    """Names of the shipped recipes applied, in order, for ``algo`` on an env of ``env_family``."""
-    attached = FAMILY_ALGO_RECIPES.get((env_family, algo))
-    return [env_family, algo, *([attached] if attached else [])]
+    """Names of the shipped recipes applied, in order, for ``algo`` on an env of ``env_family``: the family's recipe,
+    then the algorithm's; the user's ``--recipe`` files follow them."""
+    return [env_family, algo]
 
 
 def resolve(explicit: dict[str, Any], env_family: str) -> TrainConfig:

@@ -66,9 +66,17 @@ def resume_config(cls: type, saved, overrides: dict[str, Any], replaceable: tupl
     return dataclasses.replace(saved, **overrides)  # run_dir: the directory being resumed, wherever it was made
 
 
-def settings_line(cfg: TrainConfig, extensions=()) -> str:
-    """One line naming the settings the recipes chose that change what the algorithm does, so nobody has to
-    open config.yaml to learn, e.g., that dapo on MuJoCo trains on uniform minibatches."""
+def settings_line(cfg: TrainConfig, extensions=(), family: Optional[str] = None) -> str:
+    """One line naming the recipes applied, in order (the env family's, the algorithm's, the user's), and the
+    settings they chose that change what the algorithm does, so nobody has to open config.yaml to learn, e.g., that
+    dapo with the dapo-mujoco recipe trains on uniform minibatches.  ``family``: the env's family (default: read
+    from one env made for the purpose)."""
+    if family is None:
+        env = make_env(cfg.env, cfg.env_kwargs)
+        try:
+            family = env_family(env.observation_space, env.action_space, cfg.env)
+        finally:
+            env.close()
     lam = f"auto in [{cfg.lambda_min}, {cfg.lambda_max}]" if cfg.auto_lambda else f"{cfg.gae_lambda}"
     parts = [f"GAE lambda {lam}"]
     if cfg.algo == "dapo":
@@ -89,8 +97,8 @@ def settings_line(cfg: TrainConfig, extensions=()) -> str:
     if cfg.ent_coef:
         parts.append(f"entropy bonus {cfg.ent_coef:g}")
     parts += [ext.describe() for ext in extensions]
-    recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""
-    return f"{cfg.algo} on {cfg.env}{recipes}: " + "; ".join(parts)
+    applied = [*presets.layers(cfg.algo, family), *cfg.recipe]
+    return f"{cfg.algo} on {cfg.env} [recipes: {', '.join(applied)}]: " + "; ".join(parts)
 
 
 def budget_line(total_steps: int, batch_size: int, done: int = 0) -> str:

@@ -10,9 +10,10 @@ changes only the extension options it names: ``kl_adaptive_lr: {target: 0.02}`` 
 extension's defaults.  After ``null`` a later layer turns the extension on afresh, from its defaults.
 
 A run's settings are layered, each layer winning over the ones before it (:func:`merge`): the config dataclass's
-defaults, the env family's recipe (``classic``, ``continuous``, ``atari``, ``minigrid``), the algorithm's (``ppo``, ``grpo``,
-``dapo``), a recipe the presets attach to a family and algorithm (``dapo-mujoco`` for dapo on Box-action envs),
-the ``--recipe`` files in the order given, then the options given explicitly.  Recipes shipped with a package sit
+defaults, the env family's recipe (``classic``, ``continuous``, ``atari``, ``minigrid``: every algorithm gets it alike),
+the algorithm's (``ppo``, ``grpo``, ``dapo``: the same on every env), the ``--recipe`` files in the order given, then
+the options given explicitly.  Tuning of one algorithm for one kind of env is a recipe the user names, e.g.
+``--recipe dapo-mujoco``; nothing attaches it by itself.  Recipes shipped with a package sit
 beside its ``recipes/__init__.py``; a name with ``/`` or ending in ``.yaml``/``.yml`` is a path.
 """
 from __future__ import annotations
