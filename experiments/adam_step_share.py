@@ -13,7 +13,7 @@ share of the update that survives ``eps``:
 (1 = eps costs nothing).  The learning rate cancels, so an annealed rate at the end of training does not
 matter.  It is the state at the run's last checkpoint (the end of training), not an average over training.
 
-    python experiments/adam_step_share.py --runs-dir runs/mujoco_1M --suites main ablation \\
+    python -m experiments.adam_step_share --runs-dir runs/mujoco_1M --suites main ablation \\
         --variants ppo grpo dapo grpo-logstd-1 --out experiments/results/adam_step_share
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main(argv=None) -> None:
                      "critic_share": s["critic"]})
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
-    command = " ".join(["python experiments/adam_step_share.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m experiments.adam_step_share", *(sys.argv[1:] if argv is None else argv)])
     table = summary_table(rows)
     write_results_md(a.out / "results.md", "\n".join(
         ["# Share of Adam's step that survives eps, per network (end of training)", "", f"Command: `{command}`", "",

@@ -12,7 +12,7 @@ each repeat, so that machine noise hits all of them alike.  Parts (issue #3):
      into collect / advantage / update
   d  DAPO's per-iteration time over PPO's (from part a)
 
-    python experiments/bench_throughput.py --total-steps 100000 --repeats 2
+    python -m experiments.bench_throughput --total-steps 100000 --repeats 2
 """
 from __future__ import annotations
 
@@ -49,8 +49,9 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
                        num_steps=2048 // num_envs, torch_threads=threads, overlap=overlap, backend=backend,
                        compile=compile, numpy_acting=numpy_acting, numpy_update=numpy_update, progress=False,
                        tensorboard=False, eval_episodes=0, run_dir=run_dir)
-        if algo == "dapo":  # with its minibatch draws, as the committed rows measured it (the costlier case; on
-            options["dynamic_sampling"] = True  # MuJoCo its default is uniform minibatches since 3f1c8c6)
+        if algo == "dapo":  # the dapo-mujoco recipe with its minibatch draws back on, as the committed rows measured
+            options["recipe"] = ("dapo-mujoco",)  # it (the costlier case: the recipe turns the draws off)
+            options["dynamic_sampling"] = True
         cfg = resolve_for_env(options)
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))
@@ -221,7 +222,7 @@ def main(argv=None, prog=None) -> int:
             rows.append(r)
             print(f"[{rep + 1}/{args.repeats}] {part} {name:34s} {r['sps']:8.0f} SPS  wall {r['wall_s']:6.1f}s  "
                   f"rss {r['peak_rss_mb']:6.0f} MB  return {r['final_return']:8.1f}", flush=True)
-    command = "python experiments/bench_throughput.py " + " ".join(f"'{a}'" if " " in a else a for a in argv)
+    command = "python -m experiments.bench_throughput " + " ".join(f"'{a}'" if " " in a else a for a in argv)
     write_report(rows, args.out, command, header, args)
     return 0
 

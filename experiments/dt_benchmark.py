@@ -10,9 +10,9 @@ per env:
   DAPO-DT variant needs to reach DT's final score (the source claims 28% fewer: ratio <= 0.72);
 - score versus dataset size (the ``--fractions`` of the dataset's steps).
 
-    python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --seeds 1 2 3 --grad-steps 2000
-    python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --fractions 0.25 0.5 1 --seeds 1 2 3
-    python experiments/dt_benchmark.py --data ALE/Pong-v5=pong/mixed-v0 --variants dt dapo-dt dapo-dt-no-weighting
+    python -m experiments.dt_benchmark --data ALE/Pong-v5=pong/mixed-v0 --seeds 1 2 3 --grad-steps 2000
+    python -m experiments.dt_benchmark --data ALE/Pong-v5=pong/mixed-v0 --fractions 0.25 0.5 1 --seeds 1 2 3
+    python -m experiments.dt_benchmark --data ALE/Pong-v5=pong/mixed-v0 --variants dt dapo-dt dapo-dt-no-weighting
 """
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def main(argv=None, prog=None) -> int:
         return failures(statuses)
     args.out.mkdir(parents=True, exist_ok=True)
     # the sweep that made the runs
-    command = "python experiments/dt_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
+    command = "python -m experiments.dt_benchmark " + " ".join(a for a in argv if a != "--report-only")
     report(args.out, args.runs_dir, data, args.seeds, args.fractions, command, args.variants)
     print((args.out / "results.md").read_text())
     return failures(statuses)

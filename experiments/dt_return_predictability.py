@@ -10,7 +10,7 @@ values cannot score by memorising games; the skill is ``1 - MSE(table) / MSE(con
 shows the ball, which predicts the next point a few steps ahead; these tables do not see it, so they
 bound only the score/time part.
 
-    python experiments/dt_return_predictability.py --datasets pong/mixed-v2 pong/greedy-v4
+    python -m experiments.dt_return_predictability --datasets pong/mixed-v2 pong/greedy-v4
 
 Needs the datasets locally (``dapo dataset collect``; ``MINARI_DATASETS_PATH`` sets the folder).
 """
@@ -105,7 +105,7 @@ def main(argv=None, prog=None) -> int:
     preds = list(dict.fromkeys(r["predictor"] for r in rows))
     skill = {(r["dataset"], r["predictor"]): r["heldout_skill"] for r in rows}
     lines = [f"# Return-to-go predictability ({time.strftime('%Y-%m-%d')})", "",
-             f"Command: `python experiments/dt_return_predictability.py --datasets {' '.join(names)}`", "",
+             f"Command: `python -m experiments.dt_return_predictability --datasets {' '.join(names)}`", "",
              f"Held-out skill of a lookup table on each key at predicting the reward-to-go G_t: 1 - MSE(table) / "
              f"MSE(constant), both fitted on the training games, {FOLDS}-fold cross-validated by game (0 = no "
              "better than a constant V, 1 = perfect, < 0 = worse).", "",

@@ -11,8 +11,8 @@ The headline is the mechanism-only effect per env, ``dapo-mechanisms-recipe`` ag
 ``ppo-recipe`` (same network, noise, normalisation, clip, brake and floor): P(run pairs won) and each column's IQM
 with a stratified-bootstrap 95% CI; the recipe's effect on each algorithm is the same algorithm's two rows.
 
-    python experiments/fair_table.py --new runs/fair_out/fair/results.csv     # merge new runs, rebuild the report
-    python experiments/fair_table.py                                           # rebuild from the committed rows
+    python -m experiments.fair_table --new runs/fair_out/fair/results.csv     # merge new runs, rebuild the report
+    python -m experiments.fair_table                                           # rebuild from the committed rows
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def main(argv=None, prog=None) -> int:
     rows.sort(key=lambda r: (list(SOURCES).index(r["env"]), r["variant"], r["seed"]))
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "results.csv", rows)
-    md = report(rows, "python experiments/fair_table.py" + (" --new <fair results.csv>" if args.new else ""))
+    md = report(rows, "python -m experiments.fair_table" + (" --new <fair results.csv>" if args.new else ""))
     write_results_md(args.out / "results.md", "\n".join(md))
     print("\n".join(md))
     return 0

@@ -1,6 +1,6 @@
 """The GPU check (issue #50): CUDA tests, one short end-to-end run per family, then throughput cuda vs cpu.
 
-    python experiments/gpu_check.py --out DIR [--device cuda|cpu] [--tiny] [--budget-s 480]
+    python -m experiments.gpu_check --out DIR [--device cuda|cpu] [--tiny] [--budget-s 480]
 
 Usually run by experiments/gpu_check.sh, which first installs the wheels the GPU image lacks. Parts, in
 order, each in its own process with its own time limit (cut to what is left of ``--budget-s``), so that
@@ -295,7 +295,8 @@ def e2e_commands(device: str, tiny: bool, tmp: Path) -> list[tuple[str, list[str
         ma = ["--total-steps", "20000"]
         lm = ["--total-steps", "1024", "--warm-start-steps", "200", "--eval-problems", "100"]
     return [
-        ("e2e mujoco", ["run", "--env", "HalfCheetah-v5", "--algo", "dapo", *mujoco, "--eval-episodes", "1",
+        ("e2e mujoco", ["run", "--env", "HalfCheetah-v5", "--algo", "dapo", "--recipe", "dapo-mujoco", *mujoco,
+                        "--eval-episodes", "1",
                         "--no-tensorboard", "--run-dir", str(tmp / "mujoco"), *quiet], 90),
         ("e2e atari", ["run", "--env", "ALE/Pong-v5", "--algo", "ppo", "--backend", "sync", *atari,
                        "--eval-episodes", "1", "--no-tensorboard", "--run-dir", str(pong), *quiet], 120),

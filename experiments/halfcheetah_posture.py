@@ -5,7 +5,7 @@ This script plays each finished run's final policy for deterministic episodes an
 observation 1 (``rooty``, radians; 0 upright, +-pi on its back): a run counts as ``flipped`` when the torso
 is upside down (cos(angle) < 0) in most of the steps played.
 
-    python experiments/halfcheetah_posture.py --runs-dir runs/mujoco_1M --suites main ablation \\
+    python -m experiments.halfcheetah_posture --runs-dir runs/mujoco_1M --suites main ablation \\
         --out experiments/results/halfcheetah_posture
 
 Runs are the ``<runs-dir>/<suite>/HalfCheetah-v5/<variant>/s<seed>`` folders of experiments/mujoco_benchmark.py
@@ -79,7 +79,7 @@ def main(argv=None) -> None:
         print(f"{d}: final {final:.0f}, deterministic {ret:.0f}, flipped in {share:.0%} of steps", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "results.csv", rows)
-    command = " ".join(["python experiments/halfcheetah_posture.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m experiments.halfcheetah_posture", *(sys.argv[1:] if argv is None else argv)])
     write_results_md(a.out / "results.md", "\n".join(
         [f"# {ENV}: upright or flipped", "", f"Command: `{command}`", "",
          f"{a.episodes} deterministic episode(s) per run on evaluation seed {a.seed}; a run is flipped when its torso "

@@ -5,7 +5,7 @@ computed with the current lambda and bootstrap from V_old itself. This script tr
 ``--steps``, then collects ``--rollouts`` further rollouts and prints, for each, the EV of V_old against the
 lambda-returns for several lambdas: if the EV falls as lambda rises, a low lambda props up its own EV.
 
-    python experiments/lambda_rule_ev.py --env Walker2d-v5 --steps 200000 --seed 1
+    python -m experiments.lambda_rule_ev --env Walker2d-v5 --steps 200000 --seed 1
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def main(argv=None) -> None:
                    help="lambdas of the returns the EV is measured against (default: 0.9 0.95 0.99 1.0)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = resolve_for_env(dict(env=args.env, algo="dapo", total_steps=args.steps + args.rollouts * 4096,
+        cfg = resolve_for_env(dict(env=args.env, algo="dapo", recipe=("dapo-mujoco",), total_steps=args.steps + args.rollouts * 4096,
                                    seed=args.seed, progress=False, tensorboard=False, eval_episodes=0, run_dir=run_dir))
         trainer = Trainer(cfg, run_dir)
         batch = cfg.num_envs * cfg.num_steps

@@ -13,7 +13,7 @@ Jobs run one at a time (``--jobs`` is 1 by design: timings are the point), seed-
 still has whole seeds; finished runs are skipped on re-runs.  Outputs in ``--out``: results.csv, curves.csv,
 throughput.json, results.md, accuracy.png.
 
-    python experiments/lm_benchmark.py --answers 3840 --seeds 5 --trl-seeds 5
+    python -m experiments.lm_benchmark --answers 3840 --seeds 5 --trl-seeds 5
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def command(args) -> str:
         opts += f" --warm-steps {args.warm_steps}"
     if args.no_default_run:
         opts += " --no-default-run"
-    return f"python experiments/lm_benchmark.py {opts}"
+    return f"python -m experiments.lm_benchmark {opts}"
 
 
 def report(args) -> None:

@@ -10,7 +10,7 @@ skipped and interrupted ones resumed, so the script can be re-run.  Outputs in `
 results.csv (one row per run), results.md (table: final return per seed, IQM with a bootstrap 95%
 CI over seeds, env steps to thresholds) and learning_curves.png.
 
-    python experiments/ma_benchmark.py --steps 150000 --seeds 5 --jobs 2
+    python -m experiments.ma_benchmark --steps 150000 --seeds 5 --jobs 2
 """
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def write_markdown(args, rows, finals, random_by_seed, thresholds, dirs, wall) -
         lines.append(f"\nSteps to {k}: dapo-ma / mappo median ratio = {ratio:.2f} (target <= 0.60; NaN: not reached)")
     lines += ["", "Thresholds: " + "; ".join(f"{k} = {v:.2f}" for k, v in thresholds.items())
               + " (per-seed steps at which the 10-iteration moving average first reaches the threshold).", "",
-              f"Command: `python experiments/ma_benchmark.py --steps {args.steps} --seeds {args.seeds} --jobs {args.jobs}`"
+              f"Command: `python -m experiments.ma_benchmark --steps {args.steps} --seeds {args.seeds} --jobs {args.jobs}`"
               f"; machine: {platform.processor() or platform.machine()}, {_cpus()} CPU cores shared with other work, "
               f"no GPU; total wall time of this invocation {wall / 60:.1f} min (finished runs are skipped on re-runs).",
               "", "![learning curves](learning_curves.png)"]

@@ -1,4 +1,4 @@
-"""DAPO on MADDPG against MADDPG on simple_spread_v3 (issue #47): `python experiments/ma_benchmark.py --suite maddpg`.
+"""DAPO on MADDPG against MADDPG on simple_spread_v3 (issue #47): `python -m experiments.ma_benchmark --suite maddpg`.
 
 Task: mpe2 ``simple_spread_v3``, ``N=3 local_ratio=0.5 max_cycles=25``, discrete and continuous actions.  Variants are
 recipe files in experiments/recipes/ma/ (maddpg, dapo-maddpg, each DAPO ingredient alone, and mappo / dapo-ma as
@@ -132,7 +132,7 @@ def report(args) -> None:
         lines += table(actions, rows, finals, reach, refs, threshold, r_random)
     write_rows(args.out / "results.csv", rows)
     run_hours = sum(r.get("wall_time_s", 0) for r in rows) / 3600
-    lines += ["", f"Command: `python experiments/ma_benchmark.py --suite maddpg {' '.join(args.argv)}`; machine: "
+    lines += ["", f"Command: `python -m experiments.ma_benchmark --suite maddpg {' '.join(args.argv)}`; machine: "
               f"{platform.processor() or platform.machine()}, 2 CPU cores shared with other work, no GPU; the runs "
               f"took {run_hours:.1f} CPU hours in all (finished runs are skipped on re-runs). Spreads are sample std "
               "(ddof=1); IQM with a stratified-bootstrap 95% CI over seeds; speed-up CIs resample seeds within each "

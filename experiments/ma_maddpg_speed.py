@@ -6,7 +6,7 @@ steps; no evaluation), torch 1 thread, after one short untimed run that pays for
 the machine's load at the time, so the ratio of each pair is the measure; the report gives every pair's ratio and
 their median.
 
-    python experiments/ma_maddpg_speed.py --steps 20000 --reps 3 --out experiments/results/ma_maddpg/speed.md
+    python -m experiments.ma_maddpg_speed --steps 20000 --reps 3 --out experiments/results/ma_maddpg/speed.md
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def report(rates: dict[str, list[float]], args) -> str:
     return (f"# dapo-maddpg vs maddpg: env steps per second, side by side\n\n"
             f"| pair | maddpg | dapo-maddpg | ratio |\n|---|---|---|---|\n{rows}\n\n"
             f"Median ratio {np.median(ratios):.2f} (range {min(ratios):.2f}-{max(ratios):.2f}); target: >= 0.80.\n\n"
-            f"Command: `python experiments/ma_maddpg_speed.py --steps {args.steps} --reps {args.reps}`; "
+            f"Command: `python -m experiments.ma_maddpg_speed --steps {args.steps} --reps {args.reps}`; "
             f"simple_spread_v3 N=3, discrete actions, the benchmark's recipes, torch 1 thread; machine: "
             f"{platform.machine()}, {platform.python_version()}, 2 CPU cores shared with other work.\n")
 

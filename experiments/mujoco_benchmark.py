@@ -13,10 +13,10 @@ finished here merged with the rows already committed in ``--out``: more seeds on
 a table, and a run re-done here replaces its committed row.  A report for another ``--total-steps``
 than the folder's runs is refused.
 
-    python experiments/mujoco_benchmark.py --quick                       # minutes: smoke test
-    python experiments/mujoco_benchmark.py --envs HalfCheetah-v5 Walker2d-v5 --seeds 1 2 3 --total-steps 1000000
-    python experiments/mujoco_benchmark.py --suite ablation --envs HalfCheetah-v5 Humanoid-v5
-    python experiments/mujoco_benchmark.py --suite robustness --envs Hopper-v5
+    python -m experiments.mujoco_benchmark --quick                       # minutes: smoke test
+    python -m experiments.mujoco_benchmark --envs HalfCheetah-v5 Walker2d-v5 --seeds 1 2 3 --total-steps 1000000
+    python -m experiments.mujoco_benchmark --suite ablation --envs HalfCheetah-v5 Humanoid-v5
+    python -m experiments.mujoco_benchmark --suite robustness --envs Hopper-v5
 """
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def main(argv=None, prog=None) -> int:
     from experiments.mujoco_report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
-    command = "python experiments/mujoco_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
+    command = "python -m experiments.mujoco_benchmark " + " ".join(a for a in argv if a != "--report-only")
     write_report(out, runs, args.envs, list(variants), args.seeds, args.total_steps, command)
     return failures(statuses)
 

@@ -7,8 +7,8 @@ of the folders given, keeps the named variants and seeds, and prints the same ag
 per-folder reports: IQM of min-max normalised returns (per env over the runs of the variants named) with a
 stratified-bootstrap 95% CI, and P(variant > first variant).  Nothing is run.
 
-    python experiments/mujoco_crossenv.py --variants ppo grpo dapo dapo-v2 dapo-v1 --seeds 1 2 3 4 5 6 7 8 9 10
-    python experiments/mujoco_crossenv.py --folders experiments/results/mujoco_1M* experiments/results/mujoco_1M*/ablation \\
+    python -m experiments.mujoco_crossenv --variants ppo grpo dapo dapo-v2 dapo-v1 --seeds 1 2 3 4 5 6 7 8 9 10
+    python -m experiments.mujoco_crossenv --folders experiments/results/mujoco_1M* experiments/results/mujoco_1M*/ablation \\
         experiments/results/mujoco_1M/walker2d_only/ablation --seeds 1 2 3 4 5 \\
         --variants ppo grpo dapo-v1 dapo-no-dynamic dapo-auto-lambda dapo-auto-lambda-epsV0.2 dapo-grpo-settings
 """

@@ -12,7 +12,7 @@ std (``|d mean| / std``, averaged over states and action dimensions), and the sh
 the normaliser's clip (+-10), where the refit cannot be exact.  Returns of 10 deterministic episodes are
 noisy (Humanoid: std 100+); the KL is the clean measure.
 
-    python experiments/normaliser_drift.py --early A.pt --late B1.pt B2.pt --env Humanoid-v5 --out OUT
+    python -m experiments.normaliser_drift --early A.pt --late B1.pt B2.pt --env Humanoid-v5 --out OUT
 
 Checkpoints are ``checkpoint.pt`` files of one ``dapo run`` with observation normalisation (copies taken
 while it trained); ``experiments/results/normaliser_drift/README.md`` has the runs and commands used.
@@ -114,7 +114,7 @@ def main(argv=None) -> None:
              "| mean action shift / std | share of inputs at the clip |", "|---|---|---|---|---|---|---|"]
     table += [f"| {r['early_step']} | {r['late_step']} | {r['condition']} | {r['return_mean']:.0f} +- "
               f"{r['return_std']:.0f} | {r['kl']:.3g} | {r['action_shift']:.3g} | {r['clipped']:.3g} |" for r in rows]
-    command = " ".join(["python experiments/normaliser_drift.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m experiments.normaliser_drift", *(sys.argv[1:] if argv is None else argv)])
     write_results_md(a.out / "results.md", "\n".join(
         ["# Observation-normaliser drift and the restored policy", "", f"Command: `{command}`", "",
          f"{a.episodes} deterministic episodes per row on evaluation seed {a.seed}; the action shift is measured "

@@ -16,8 +16,8 @@ The report (``results.csv``, ``results.md``, ``curves_<env>.png``) gives per tas
 the median steps to 90% with how many runs got there, and each variant's ratio of median steps to PPO's with a
 bootstrap 95% CI (runs that never got there count as the budget, so such ratios are lower bounds).
 
-    python experiments/sparse_benchmark.py --tasks MiniGrid-DoorKey-5x5-v0 --seeds 1 2 3 4 5
-    python experiments/sparse_benchmark.py --quick                     # minutes: DoorKey-5x5, 2 variants, 8k steps
+    python -m experiments.sparse_benchmark --tasks MiniGrid-DoorKey-5x5-v0 --seeds 1 2 3 4 5
+    python -m experiments.sparse_benchmark --quick                     # minutes: DoorKey-5x5, 2 variants, 8k steps
 """
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def main(argv=None, prog=None) -> int:
     if statuses and all(s.startswith("FAILED") for s in statuses):
         return failures(statuses)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python experiments/sparse_benchmark.py " + " ".join(a for a in argv if a != "--report-only")
+    command = "python -m experiments.sparse_benchmark " + " ".join(a for a in argv if a != "--report-only")
     write_report(args.out, args.runs_dir, tasks, args.variants, args.seeds, command)
     return failures(statuses)
 

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_mujoco_benchmark_tiny_sweep_and_resume(tmp_path):
-    cmd = [sys.executable, "experiments/mujoco_benchmark.py", "--envs", "HalfCheetah-v5", "--variants", "dapo",
+    cmd = [sys.executable, "-m", "experiments.mujoco_benchmark", "--envs", "HalfCheetah-v5", "--variants", "dapo",
            "sb3-ppo", "--seeds", "1", "--total-steps", "4096", "--jobs", "2", "--out", str(tmp_path / "out"),
            "--runs-dir", str(tmp_path / "runs")]
     first = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -21,11 +21,11 @@ def test_mujoco_benchmark_tiny_sweep_and_resume(tmp_path):
     assert "| HalfCheetah-v5 |" in table and "IQM" in table
     assert "| sb3-ppo |" in table and "P(> dapo)" in table  # the across-envs rows against the first variant
     assert (tmp_path / "out" / "curves_HalfCheetah-v5.png").exists()
-    again = subprocess.run([sys.executable, "-m", "core", "bench", "mujoco", *cmd[2:]], cwd=REPO, capture_output=True,
+    again = subprocess.run([sys.executable, "-m", "core", "bench", "mujoco", *cmd[3:]], cwd=REPO, capture_output=True,
                            text=True, timeout=600)  # `dapo bench mujoco` is the same sweep: it skips both runs
     assert again.returncode == 0 and again.stdout.count("skip ") == 2, again.stdout
     table = (tmp_path / "out" / "results.md").read_text()
-    assert "Command: `python experiments/mujoco_benchmark.py --envs HalfCheetah-v5" in table  # the script's form
+    assert "Command: `python -m experiments.mujoco_benchmark --envs HalfCheetah-v5" in table  # the script's form
 
 
 def test_mujoco_report_aggregate_by_hand():
@@ -82,7 +82,7 @@ def test_mujoco_report_robustness_grid_by_hand():
 
 @pytest.mark.slow
 def test_throughput_benchmark_tiny(tmp_path):
-    cmd = [sys.executable, "experiments/bench_throughput.py", "--parts", "acd", "--total-steps", "4096",
+    cmd = [sys.executable, "-m", "experiments.bench_throughput", "--parts", "acd", "--total-steps", "4096",
            "--repeats", "1", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -29,7 +29,7 @@ def test_report_from_rows(tmp_path):
                            no_default_run=True)
     report(args)
     md = (out / "results.md").read_text()
-    assert ("Command: `python experiments/lm_benchmark.py --task add --answers 3840 --seeds 3 --trl-seeds 3 "
+    assert ("Command: `python -m experiments.lm_benchmark --task add --answers 3840 --seeds 3 --trl-seeds 3 "
             "--no-default-run`;") in md
     assert "the 9 runs in the tables took 15 min of wall clock together" in md  # 9 x 100 s; no invocation time
     assert "retired" not in md

@@ -211,7 +211,8 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
 
 def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, main: bool) -> Optional[dict]:
     if main:
-        print(settings_line(cfg, trainer.extensions), flush=True)
+        family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
+        print(settings_line(cfg, trainer.extensions, family), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
