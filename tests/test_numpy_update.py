@@ -18,7 +18,8 @@ from core.algo.networks import CategoricalActor, Critic, GaussianActor
 from core.training.numpy_update import NumpyUpdate
 from core.algo.sampler import DynamicSampler, Temperature, Transitions
 from core.algo.segment_sampler import SegmentSampler
-from core.training.update import PROXIMAL_WEIGHT_CAP, Evaluation, UpdateSettings, grad_groups, ppo_update, proximal_anchor
+from core.algo.proximal import PROXIMAL_WEIGHT_CAP, proximal_anchor
+from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 
 N, OBS, ACT = 96, 5, 3
 

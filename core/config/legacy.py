@@ -41,7 +41,7 @@ def translate(values: dict[str, Any], where: str) -> dict[str, Any]:
         extensions["noise_floor"] = {"log_std_min": floor, "relative": bool(shape["relative"]),
                                      "anneal": bool(shape["anneal"]), "anneal_start": shape["anneal_start"] or 0.0}
     if v.pop("proximal_clip", None):
-        extensions["proximal_clip"] = {"weight_cap": 2.0}
+        extensions["proximal_clip"] = {}  # its default weight cap (core.algo.proximal), the one the flag used
     if extensions or "extensions" in v:
         v["extensions"] = extensions
     for name, value in NULL_MEANS.items():
