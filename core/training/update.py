@@ -2,7 +2,8 @@
 
 The caller supplies how a minibatch is evaluated (its networks) and which clip ranges apply to it
 (floats, or ``(M,)`` tensors for per-sample ranges such as per-agent clips); the epochs, advantage
-normalisation, losses, gradient clipping and diagnostics live here once.
+normalisation, losses, gradient clipping and diagnostics live here once.  For the single-agent trainer this is the
+reference backend (``TorchUpdate`` in core/training/update_backend.py), beside the NumPy one that runs on CPU MLPs.
 """
 from __future__ import annotations
 
