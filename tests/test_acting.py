@@ -104,3 +104,17 @@ def test_actor_and_critic_in_one_forward_or_two(critic_hidden):
     torch.testing.assert_close(value, critic(obs), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(torch.from_numpy(acting.value(obs.numpy())), critic(obs), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(logp, actor.evaluate(obs, action)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["gaussian", "categorical"])
+def test_the_heads_sampling_log_prob_is_their_update_log_prob(discrete):
+    """core.algo.numpy_policy's heads: the log-prob acting stores with each sampled action (from the noise, a hot
+    loop) is the one the NumPy update recomputes for it (``log_prob``)."""
+    from core.algo.numpy_policy import CategoricalHead, GaussianHead
+
+    rng = np.random.default_rng(3)
+    out = rng.standard_normal((50, 4)).astype(np.float32)
+    head = CategoricalHead() if discrete else GaussianHead(np.array([0.3, -0.7, 0.0, 1.2], np.float32))
+    action, logp = head.sample(out, np.random.default_rng(4))
+    recomputed, _ = head.log_prob(out, action)
+    np.testing.assert_allclose(logp, recomputed, rtol=1e-5, atol=1e-5)

@@ -18,7 +18,8 @@ from core.algo.networks import CategoricalActor, Critic, GaussianActor
 from core.training.numpy_update import NumpyUpdate
 from core.algo.sampler import DynamicSampler, Temperature, Transitions
 from core.algo.segment_sampler import SegmentSampler
-from core.training.update import PROXIMAL_WEIGHT_CAP, Evaluation, UpdateSettings, grad_groups, ppo_update, proximal_anchor
+from core.algo.proximal import PROXIMAL_WEIGHT_CAP, proximal_anchor
+from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 
 N, OBS, ACT = 96, 5, 3
 
@@ -148,12 +149,12 @@ def test_trainer_takes_the_numpy_path_where_supported_and_matches_torch(tmp_path
         cfg = small_config(d, env="Pendulum-v1", num_envs=2, num_steps=64, num_minibatches=4, total_steps=128,
                            numpy_update=fast)
         trainers[fast] = Trainer(cfg, d)
-        assert (trainers[fast].numpy_update is not None) == fast
+        assert trainers[fast].updater.name == ("numpy" if fast else "torch")
         trainers[fast].train(MetricLogger(d, tensorboard=False), max_iterations=1)
     for p, q in zip(trainers[True].actor.parameters(), trainers[False].actor.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=2e-6)
-    assert Trainer(small_config(tmp_path / "cp"), tmp_path / "cp").numpy_update is not None  # CartPole
-    assert Trainer(small_config(tmp_path / "c", compile=True), tmp_path / "c").numpy_update is None
+    assert Trainer(small_config(tmp_path / "cp"), tmp_path / "cp").updater.name == "numpy"  # CartPole
+    assert Trainer(small_config(tmp_path / "c", compile=True), tmp_path / "c").updater.name == "torch"
 
 
 def test_non_finite_loss_stops_before_the_weights():

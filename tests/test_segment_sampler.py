@@ -103,6 +103,6 @@ def test_the_trainer_draws_segments_and_anneals_beta(tmp_path, small_config):
     cfg = small_config(tmp_path, dynamic_sampling=False, total_steps=1024,
                        extensions={"prioritized_segments": {"segment_length": 16, "alpha": 1.0, "beta0": 0.5}})
     t = Trainer(cfg, tmp_path)
-    assert isinstance(t.sampler, SegmentSampler) and t.numpy_update is not None
+    assert isinstance(t.sampler, SegmentSampler) and t.updater.name == "numpy"
     betas = [t.iterate()["sampler/beta"] for _ in range(4)]
     assert betas == pytest.approx([0.5, 0.625, 0.75, 0.875])  # 4 updates: progress 0, 1/4, 2/4, 3/4

@@ -18,6 +18,9 @@ REMOVED = {"ent_below": (None,), "ent_per_dim": (None, False), "log_std_max": (N
            "log_std_min_anneal_end": (None, 1.0), "value_importance_correction": (None, False)}
 # older options whose saved null meant the value that reproduces such a run
 NULL_MEANS = {"collapse_confirm": 0, "eps_v_start": 0.5, "eps_v_schedule": "linear"}
+# the weight cap runs with the old ``proximal_clip: true`` flag had: history, so it stays even if today's default
+# (core.algo.proximal.PROXIMAL_WEIGHT_CAP, which this layer cannot import) ever moves
+FLAG_PROXIMAL_WEIGHT_CAP = 2.0
 
 
 def translate(values: dict[str, Any], where: str) -> dict[str, Any]:
@@ -41,7 +44,7 @@ def translate(values: dict[str, Any], where: str) -> dict[str, Any]:
         extensions["noise_floor"] = {"log_std_min": floor, "relative": bool(shape["relative"]),
                                      "anneal": bool(shape["anneal"]), "anneal_start": shape["anneal_start"] or 0.0}
     if v.pop("proximal_clip", None):
-        extensions["proximal_clip"] = {"weight_cap": 2.0}
+        extensions["proximal_clip"] = {"weight_cap": FLAG_PROXIMAL_WEIGHT_CAP}
     if extensions or "extensions" in v:
         v["extensions"] = extensions
     for name, value in NULL_MEANS.items():

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import torch
 
+from core.algo.proximal import PROXIMAL_WEIGHT_CAP, proximal_anchor
 from core.config.options import ConfigError
 from core.extensions import Extension, register
-from core.training.update import proximal_anchor
 
 
 @dataclass
 class ProximalClipOptions:
-    weight_cap: float = 2.0
+    weight_cap: float = PROXIMAL_WEIGHT_CAP
     """Cap on pi_prox / pi_behaviour (a one-update lag gives weights near 1; the cap bounds rare outliers)."""
 
     def validate(self) -> None:

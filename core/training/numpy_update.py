@@ -1,4 +1,4 @@
-"""A NumPy twin of :func:`core.training.update.ppo_update` for small CPU MLP actor-critics.
+"""The NumPy update backend: :func:`core.training.update.ppo_update` for small CPU MLP actor-critics.
 
 At minibatch 64 a torch gradient step on two 64x64 MLPs is mostly per-op dispatch (forward, autograd,
 clipping and Adam: ~1.1 ms on the 2-core build machine, 320 of them per 2048-step iteration), while the
@@ -11,12 +11,13 @@ The maths is :mod:`core.algo.losses` exactly, including the subgradient conventi
 torch's (``fused=True``) update rule.  During an update parameters and Adam moments live in flat NumPy
 vectors; they are written back into the torch tensors when it ends (also after a non-finite loss), so
 checkpoints, health monitors and the torch path always see the same weights.
-``tests/test_numpy_update.py`` checks the result against ``ppo_update``.
+``tests/test_update_backends.py`` runs one table of hand-worked cases against both backends and
+``tests/test_numpy_update.py`` checks longer updates against the torch reference.
 
 Supports a :class:`~core.algo.networks.GaussianActor` or :class:`~core.algo.networks.CategoricalActor` and a
 :class:`~core.algo.networks.Critic` whose nets are tanh MLPs, on the CPU, on one process;
-:meth:`NumpyUpdate.supports` says when.  The action distribution is a small head class
-(:class:`_GaussianHead`, :class:`_CategoricalHead`): log-probs and entropies forward, their gradients back.
+:meth:`NumpyUpdate.supports` says when.  The networks' forward and backward passes and the action heads (log-probs
+and entropies forward, their gradients back) are :mod:`core.algo.numpy_policy`'s, which NumPy acting also runs.
 """
 from __future__ import annotations
 
@@ -27,93 +28,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.envs.acting import _is_tanh_mlp
-from core.algo.networks import HALF_LOG_2PI, CategoricalActor, Critic, GaussianActor
+from core.algo.numpy_policy import Layers, head_class, linear_parameters, mlp_backward, mlp_forward, supported
+from core.algo.proximal import Proximal
 from core.algo.sampler import DynamicSampler
-from core.training.update import Proximal, UpdateSettings
+from core.training.update import UpdateSettings
 
 Array = np.ndarray
-
-
-class _MLP:
-    """A tanh MLP on weight arrays ``[(W (out, in), b (out,)), ...]`` (views into the flat parameter vector)."""
-
-    def __init__(self, weights: list[tuple[Array, Array]]):
-        self.weights = weights
-
-    def forward(self, x: Array) -> tuple[Array, list[Array]]:
-        """``x (M, D) -> (M, out)`` and the inputs of every layer (for :meth:`backward`)."""
-        inputs = []
-        for i, (w, b) in enumerate(self.weights):
-            inputs.append(x)
-            x = x @ w.T + b
-            if i < len(self.weights) - 1:
-                x = np.tanh(x)
-        return x, inputs
-
-    def backward(self, g: Array, inputs: list[Array]) -> list[Array]:
-        """Gradients ``[dW1, db1, dW2, ...]`` (parameter order) from ``g = dL/d(output)`` ``(M, out)``."""
-        grads = []
-        for i in range(len(self.weights) - 1, -1, -1):
-            w, x = self.weights[i][0], inputs[i]
-            grads += [g.sum(0), g.T @ x]
-            if i > 0:
-                g = (g @ w) * (1.0 - x * x)  # x = tanh(previous pre-activation)
-        return grads[::-1]
-
-
-def _linear_params(net: nn.Sequential) -> list[nn.Parameter]:
-    """``[W1, b1, W2, b2, ...]`` of the net's linear layers."""
-    return [q for layer in net if isinstance(layer, nn.Linear) for q in (layer.weight, layer.bias)]
-
-
-class _GaussianHead:
-    """Diagonal Gaussian, state-independent log-std: ``logp = sum_j(-z_j^2/2 - log_std_j - log(2 pi)/2)``,
-    ``z = (a - mu) / std``; entropy ``sum_j(1/2 + log(2 pi)/2 + log_std_j)``, the same for every sample."""
-
-    def __init__(self, actor: GaussianActor):
-        self.params = [actor.log_std]
-
-    def bind(self, views: list[Array]) -> None:
-        (self.log_std,) = views
-
-    def forward(self, mu: Array, actions: Array) -> tuple[Array, Array]:
-        """``mu (M, A)``, actions ``(M, A)`` -> logp ``(M,)``, entropy ``(M,)``."""
-        self.inv_std = np.exp(-self.log_std)
-        self.z = (actions - mu) * self.inv_std
-        logp = (-0.5 * self.z * self.z - self.log_std - HALF_LOG_2PI).sum(-1)
-        return logp, np.full(mu.shape[0], (0.5 + HALF_LOG_2PI + self.log_std).sum(), dtype=np.float32)
-
-    def backward(self, g_logp: Array, g_entropy: Array) -> tuple[Array, list[Array]]:
-        """dL/dlogp, dL/dentropy ``(M,)`` -> dL/dmu ``(M, A)`` and ``[dL/dlog_std]``."""
-        g_mu = g_logp[:, None] * self.z * self.inv_std
-        g_log_std_entropy = np.full_like(self.log_std, g_entropy.sum())
-        return g_mu, [(g_logp[:, None] * (self.z * self.z - 1.0)).sum(0) + g_log_std_entropy]
-
-
-class _CategoricalHead:
-    """Softmax over logits: ``logp = log_softmax(x)[a]``, entropy ``-sum_k p_k log p_k``."""
-
-    def __init__(self, actor: CategoricalActor):
-        self.params = []
-
-    def bind(self, views: list[Array]) -> None:
-        pass
-
-    def forward(self, logits: Array, actions: Array) -> tuple[Array, Array]:
-        """logits ``(M, n)``, actions ``(M,)`` -> logp ``(M,)``, entropy ``(M,)``."""
-        shifted = logits - logits.max(-1, keepdims=True)
-        self.log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))       # (M, n)
-        self.p = np.exp(self.log_p)
-        self.rows, self.actions = np.arange(len(actions)), actions.astype(np.int64)
-        self.entropy = -(self.p * self.log_p).sum(-1)
-        return self.log_p[self.rows, self.actions], self.entropy
-
-    def backward(self, g_logp: Array, g_entropy: Array) -> tuple[Array, list[Array]]:
-        """dlogp/dx = onehot(a) - p; dH/dx_j = -p_j (log p_j + H)."""
-        g_x = -self.p * (g_logp[:, None] + g_entropy[:, None] * (self.log_p + self.entropy[:, None]))
-        g_x[self.rows, self.actions] += g_logp
-        return g_x, []
 
 
 def _pick(a: Array, b: Array, ga: Array, gb: Array, take_smaller: bool) -> Array:
@@ -124,13 +44,14 @@ def _pick(a: Array, b: Array, ga: Array, gb: Array, take_smaller: bool) -> Array
 
 
 class NumpyUpdate:
-    """``update(sampler, clip_ranges, settings) -> (train metrics, finite)``, as ``ppo_update``.
+    """``update(sampler, clip_ranges, settings, proximal) -> (train metrics, finite)``, as ``ppo_update`` (the
+    :class:`core.training.update_backend.UpdateBackend` interface).
 
     During an update the parameters and Adam moments live in flat float32 vectors (actor, log-std, then
     critic: each optimiser group is one slice), so clipping and Adam are a few
     vector operations per step; they are copied back into the torch tensors when the update ends."""
 
-    def __init__(self, actor: GaussianActor, critic: Critic, optimizer: torch.optim.Optimizer, separate: bool):
+    def __init__(self, actor: nn.Module, critic: nn.Module, optimizer: torch.optim.Optimizer, separate: bool):
         self.actor, self.critic, self.optimizer = actor, critic, optimizer
         self.params = [*actor.parameters(), *critic.parameters()]
         grouped = [p for g in optimizer.param_groups for p in g["params"]]
@@ -144,15 +65,18 @@ class NumpyUpdate:
         n_actor = int(self.offsets[len(list(actor.parameters()))])
         self.opt_slices = [slice(0, n_actor), slice(n_actor, int(self.offsets[-1]))]
         self.separate = separate  # clip the actor and critic gradients each on its own (else jointly)
-        self.head = _GaussianHead(actor) if isinstance(actor, GaussianActor) else _CategoricalHead(actor)
+        self.head_class = head_class(actor)
+        self.head_params = self.head_class.parameters(actor)
         # the order _loss_and_grads produces gradients in (layer by layer), mapped to self.params' order
-        produced = [*_linear_params(actor.net), *self.head.params, *_linear_params(critic.net)]
+        produced = [*linear_parameters(actor.net), *self.head_params, *linear_parameters(critic.net)]
         self.grad_order = [next(i for i, q in enumerate(produced) if q is p) for p in self.params]
+
+    name = "numpy"
 
     @staticmethod
     def supports(actor: nn.Module, critic: nn.Module, device: torch.device, distributed: bool) -> bool:
-        return (device.type == "cpu" and not distributed and isinstance(actor, (GaussianActor, CategoricalActor))
-                and isinstance(critic, Critic) and _is_tanh_mlp(actor.net) and _is_tanh_mlp(critic.net))
+        """CPU tanh MLPs (:func:`core.algo.numpy_policy.supported`) on one process."""
+        return not distributed and supported(actor, critic, device)
 
     def _views(self, flat: Array) -> list[Array]:
         return [flat[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:])]
@@ -167,15 +91,15 @@ class NumpyUpdate:
         steps = [float(self.optimizer.state[p]["step"]) if self.optimizer.state[p] else 0.0 for p in first]
         view = {id(p): v for p, v in zip(self.params, self._views(flat))}
 
-        def layers(net: nn.Sequential) -> list[tuple[Array, Array]]:
-            ps = _linear_params(net)
-            return [(view[id(w)], view[id(b)]) for w, b in zip(ps[0::2], ps[1::2])]
+        def layers(net: nn.Sequential) -> Layers:
+            ps = linear_parameters(net)
+            return [(view[id(w)].T, view[id(b)]) for w, b in zip(ps[0::2], ps[1::2])]  # W^T: views, stepped in place
 
-        self.actor_net, self.critic_net = _MLP(layers(self.actor.net)), _MLP(layers(self.critic.net))
-        self.head.bind([view[id(p)] for p in self.head.params])
+        self.actor_net, self.critic_net = layers(self.actor.net), layers(self.critic.net)
+        self.head = self.head_class(*(view[id(p)] for p in self.head_params))
         data = [x.numpy() for x in sampler.window()]
         lag_weights = None
-        if proximal is not None:  # ratio against the proximal policy, surrogate weighted (core.training.update.Proximal)
+        if proximal is not None:  # ratio against the proximal policy, surrogate weighted (core.algo.proximal)
             data[2], lag_weights = proximal.logp.numpy(), proximal.weight.numpy()
         totals, names, n = None, [], 0
 
@@ -249,7 +173,7 @@ class NumpyUpdate:
         """The losses of :mod:`core.algo.losses` on one minibatch and the gradient of
         ``L = L_pi + vf_coef * L_V - ent_coef * H`` as one flat vector (parameter order).  The sampler's weights
         ``w`` ``(M,)`` act on every term (``scope`` "all") or on the surrogate only ("surrogate"); ``lag_w``
-        ``(M,)`` weights the surrogate only (:class:`core.training.update.Proximal`)."""
+        ``(M,)`` weights the surrogate only (:class:`core.algo.proximal.Proximal`)."""
         obs, actions, logp_old, v_old, adv, returns = mb
         eps_low, eps_high, eps_v = clip_ranges
         m = obs.shape[0]
@@ -263,8 +187,9 @@ class NumpyUpdate:
                 centred = adv - (all_w * adv).sum() / v1
                 adv = centred / (np.sqrt((all_w * centred * centred).sum() / (v1 - (all_w * all_w).sum() / v1)) + 1e-8)
         one = np.ones(m, dtype=np.float32)
-        out, actor_inputs = self.actor_net.forward(obs)                           # (M, A) mean or (M, n) logits
-        logp, entropies = self.head.forward(out, actions)                         # (M,), (M,)
+        actor_inputs, critic_inputs = [], []
+        out = mlp_forward(self.actor_net, obs, actor_inputs)                      # (M, A) mean or (M, n) logits
+        logp, entropies = self.head.log_prob(out, actions)                        # (M,), (M,)
         log_ratio = logp - logp_old
         ratio = np.exp(log_ratio)
         clipped = np.clip(ratio, 1 - eps_low, 1 + eps_high)
@@ -280,8 +205,7 @@ class NumpyUpdate:
         entropy = float((entropies * aw).sum() / m)
         g_out, g_head = self.head.backward(g_logp, -(s.ent_coef / m) * aw)        # dL/dH_i = -c_H w_i / M
         # value: E[(V-R)^2] or E[max((V-R)^2, (V_clip-R)^2)], V_clip = V_old + clip(V - V_old, -eps, eps)
-        v, critic_inputs = self.critic_net.forward(obs)
-        v = v[:, 0]
+        v = mlp_forward(self.critic_net, obs, critic_inputs)[:, 0]
         err = (v - returns) ** 2
         if eps_v is None:
             per_sample, g_v, clip_frac = err, 2 * (v - returns), 0.0
@@ -297,8 +221,8 @@ class NumpyUpdate:
         var_r = returns.var()
         ev = 1 - (returns - v).var() / max(var_r, 1e-30) if var_r > 0 else float("nan")
         loss = pi_loss + s.vf_coef * v_loss - s.ent_coef * entropy
-        grads = [*self.actor_net.backward(g_out, actor_inputs), *g_head,
-                 *self.critic_net.backward(g_v[:, None], critic_inputs)]
+        grads = [*mlp_backward(self.actor_net, actor_inputs, g_out), *g_head,
+                 *mlp_backward(self.critic_net, critic_inputs, g_v[:, None])]
         parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
                  "clip_fraction": (1.0 - inside).mean(), "approx_kl": ((ratio - 1) - log_ratio).mean(),
                  "ratio_mean": ratio.mean(), "ratio_min": ratio.min(), "ratio_max": ratio.max(),

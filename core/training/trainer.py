@@ -32,10 +32,10 @@ from core.training.logging import MetricLogger
 from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.algo.losses import explained_variance
 from core.algo.networks import build_networks, input_layer, refit_input_layer
-from core.training.numpy_update import NumpyUpdate
+from core.training.update_backend import pick_update_backend
 from core.envs.rollout import Collector, Episode, Prefetcher, Rollout
 from core.algo.sampler import DynamicSampler, Temperature, Transitions
-from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
+from core.training.update import Evaluation, UpdateSettings
 
 
 HEALTH_MESSAGES = Messages("recent mean far below best {best:.1f}", "value loss rose {window} updates in a row")
@@ -109,10 +109,8 @@ class Trainer:
         self.guard = NonFiniteGuard(self.actor, self.critic, self.optimizer)
         self.extensions = extensions.build(cfg.extensions, self)  # mechanisms beyond PPO/GRPO/DAPO (core/extensions)
         self.sampler = next((x for x in (e.sampler(self) for e in self.extensions) if x is not None), self.sampler)
-        fast = (cfg.numpy_update and not cfg.compile and all(e.numpy_update for e in self.extensions)
-                and NumpyUpdate.supports(self.actor, self.critic, self.device, self.dist.enabled))
-        self.numpy_update = (NumpyUpdate(self.actor, self.critic, self.optimizer, not cfg.joint_grad_clip)
-                             if fast else None)
+        self.updater = pick_update_backend(cfg, self.extensions, self.actor, self.critic, self.optimizer,
+                                           self._evaluate, self.dist)  # NumPy or torch (core/training/update_backend.py)
         self.global_step, self.iteration, self.elapsed = 0, 0, 0.0
         self.recent_returns: deque[float] = deque(maxlen=10)
         self.stop_requested = False
@@ -202,14 +200,7 @@ class Trainer:
         extension may re-anchor the policy ratio (stale data)."""
         self.sampler.progress = self.iteration / max(1, -(-self.cfg.total_steps // self.batch_size))  # updates done
         proximal = next((p for p in (e.anchor(self) for e in self.extensions) if p is not None), None)
-        if self.numpy_update is not None:
-            metrics, finite = self.numpy_update.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings,
-                                                       proximal)
-        else:
-            metrics, finite = ppo_update(self.sampler, self._evaluate, self.optimizer,
-                                         grad_groups(self.actor, self.critic, not self.cfg.joint_grad_clip),
-                                         lambda mb: (eps_low, eps_high, eps_v), self.update_settings, self.dist,
-                                         proximal)
+        metrics, finite = self.updater.update(self.sampler, (eps_low, eps_high, eps_v), self.update_settings, proximal)
         problem = self.guard.after_update(finite, self.dist.all_true)
         if problem:
             self._record("non_finite", problem)

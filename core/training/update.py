@@ -2,7 +2,8 @@
 
 The caller supplies how a minibatch is evaluated (its networks) and which clip ranges apply to it
 (floats, or ``(M,)`` tensors for per-sample ranges such as per-agent clips); the epochs, advantage
-normalisation, losses, gradient clipping and diagnostics live here once.
+normalisation, losses, gradient clipping and diagnostics live here once.  For the single-agent trainer this is the
+reference backend (``TorchUpdate`` in core/training/update_backend.py), beside the NumPy one that runs on CPU MLPs.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from torch import Tensor
 from core.training.distributed import Distributed
 from core.algo.health import all_finite
 from core.algo.losses import combined_objective, entropy_bonus, normalised_advantages, policy_loss, value_loss
+from core.algo.proximal import Proximal, proximal_anchor  # noqa: F401  (proximal_anchor: older imports from here)
 from core.algo.sampler import DynamicSampler
 
 Clip = Union[float, Tensor]
@@ -26,31 +28,6 @@ class Evaluation(NamedTuple):
     logp: Tensor
     entropy: Tensor
     values: Tensor
-
-
-class Proximal(NamedTuple):
-    """Stale transitions re-anchored on the policy at the start of the update (decoupled PPO objective,
-    Hilton et al. 2021, "Batch size-invariance for policy optimization"): ``logp`` ``(size,)``, the
-    proximal policy's log-probs, replaces ``logp_old`` as the centre of the clip; ``weight`` ``(size,)``
-    = pi_prox / pi_behaviour (capped at :data:`PROXIMAL_WEIGHT_CAP`) multiplies each sample's surrogate,
-    so that the objective stays an expectation under the proximal policy."""
-
-    logp: Tensor
-    weight: Tensor
-
-
-PROXIMAL_WEIGHT_CAP = 2.0  # a one-update lag gives weights near 1; the cap only bounds rare outliers
-
-
-@torch.no_grad()
-def proximal_anchor(logp_prox: Tensor, logp_behaviour: Tensor,
-                    cap: float = PROXIMAL_WEIGHT_CAP) -> tuple[Proximal, dict[str, float]]:
-    """:class:`Proximal` from the two log-probs ``(size,)`` (weights capped at ``cap``), and ``train/lag_kl``, the
-    k3 estimate of KL(behaviour || proximal): how far the data's policy lags behind the one being updated."""
-    log_w = logp_prox - logp_behaviour
-    w = log_w.exp()
-    lag_kl = float(((w - 1) - log_w).mean())
-    return Proximal(logp_prox, w.clamp(max=cap)), {"train/lag_kl": lag_kl}
 
 
 @dataclass
