@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from core.algo.advantages import gae
-from core.algo.losses import exponential_advantage_weights, policy_loss, value_loss, weighted_action_loss
+from core.algo.losses import policy_loss, value_loss
+from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss
 from core.algo.networks import build_networks
 from core.algo.sampler import DynamicSampler, Temperature, Transitions
 from core.training.update import Evaluation, GradGroups, UpdateSettings, ppo_update

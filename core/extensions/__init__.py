@@ -55,7 +55,7 @@ class Extension:
         return 1.0
 
     def anchor(self, trainer: Any):
-        """A :class:`core.training.update.Proximal` to re-anchor the policy ratio on, or None."""
+        """A :class:`core.algo.proximal.Proximal` to re-anchor the policy ratio on, or None."""
         return None
 
     def sampler(self, trainer: Any):
