@@ -49,7 +49,8 @@ __all__ = [  # the same names as _EXPORTS (tests/test_layers.py checks)
 if TYPE_CHECKING:  # the same names for type checkers and editors ("go to definition")
     from core.algo.advantages import AutoLambda, gae, next_state_values
     from core.algo.health import NonFiniteGuard, PolicyCollapseMonitor, ValueDivergenceMonitor
-    from core.algo.losses import combined_objective, entropy_bonus, explained_variance, policy_loss, value_loss
+    from core.algo.losses import combined_objective, entropy_bonus, policy_loss, value_loss
+    from core.algo.advantages import explained_variance
     from core.algo.sampler import (DynamicSampler, Temperature, Transitions, draws_without_replacement,
                                    effective_sample_size, sampling_probs, systematic_draws)
     from core.algo.schedules import annealed_lr, eps_v, linear, policy_lr

@@ -29,7 +29,7 @@ from core.training.checkpoint import save_checkpoint
 from core.config.options import ConfigError
 from core.run.evaluation import sample_std
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
-from core.algo.losses import explained_variance
+from core.algo.advantages import explained_variance
 from dapo_dt.losses import exponential_advantage_weights, masked_normalise, weighted_action_loss
 from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play

@@ -28,7 +28,7 @@ left most gradients at zero (experiments/results/ma_maddpg/anchor_study):
 - continuous actor i: the action ``mu^a + clip(mu - mu^a, -eps_low[i] r, eps_high[i] r)`` with ``mu^a`` the anchor
   actor's and ``r`` the action range.
 
-The ranges ``eps_pi[i]`` and ``eps_V[i]`` are core's :class:`core.algo.clips.ClipSchedule`, adapted by agent i's own
+The ranges ``eps_pi[i]`` and ``eps_V[i]`` are core's :class:`core.algo.schedules.ClipSchedule`, adapted by agent i's own
 health monitors (:class:`core.algo.health.HealthController`), as in dapo-ma.
 """
 from __future__ import annotations

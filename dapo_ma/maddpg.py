@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from core.algo.clips import ClipRanges, ClipSchedule
+from core.algo.schedules import ClipRanges, ClipSchedule
 from core.algo.health import HealthController, HealthRules, all_finite
 from core.algo.sampler import Temperature
 from dapo_ma import dapo_maddpg as dm

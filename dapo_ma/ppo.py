@@ -23,10 +23,10 @@ import torch
 
 from core.algo import schedules
 from core.algo.advantages import gae, next_state_values
-from core.envs.make import RewardScaler
-from core.algo.clips import ClipRanges, ClipSchedule
+from core.envs.rollout import RewardScaler
+from core.algo.schedules import ClipRanges, ClipSchedule
 from core.algo.health import HealthController, HealthRules, NonFiniteGuard
-from core.algo.losses import explained_variance
+from core.algo.advantages import explained_variance
 from core.algo.sampler import Temperature
 from core.training.update import Evaluation, UpdateSettings, grad_groups, ppo_update
 from dapo_ma.buffer import AgentSampler, MATransitions

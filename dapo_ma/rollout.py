@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.envs.make import RewardScaler
+from core.envs.rollout import RewardScaler
 from dapo_ma.buffer import MATransitions
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
 from dapo_ma.networks import MAActor, MACritic, critic_inputs

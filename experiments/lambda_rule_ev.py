@@ -14,7 +14,7 @@ import tempfile
 
 from core.algo.advantages import gae, next_state_values
 from core.training.logging import MetricLogger
-from core.algo.losses import explained_variance
+from core.algo.advantages import explained_variance
 from core.run.runner import resolve_for_env
 from core.training.trainer import Trainer
 

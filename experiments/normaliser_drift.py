@@ -30,7 +30,7 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from core.training.checkpoint import load_checkpoint
-from core.envs.make import ObsNormalizer
+from core.envs.rollout import ObsNormalizer
 from core.run.evaluation import evaluate, evaluation_envs, sample_std
 from core.algo.networks import build_networks, input_layer, refit_input_layer
 from experiments.notes import write_results_md

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.envs.acting import NumpyActing
+from core.envs.rollout import NumpyActing
 from core.algo.networks import CategoricalActor, Critic, GaussianActor, build_networks
 
 
@@ -76,7 +76,7 @@ def test_supports_only_cpu_mlps():
 def test_collector_paths_agree_on_values(numpy_acting):
     """Both paths store the critic's value of each observation and the log-prob of each stored action."""
     from core.envs.backends import make_backend
-    from core.envs.make import ObsNormalizer, RewardScaler
+    from core.envs.rollout import ObsNormalizer, RewardScaler
     from core.envs.rollout import Collector
 
     envs = make_backend("Pendulum-v1", 2, "sync", 0)

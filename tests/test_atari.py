@@ -6,7 +6,8 @@ import torch
 
 from core.envs.backends import make_backend
 from core.config.options import ConfigError
-from core.envs.make import ObsNormalizer, RewardScaler, make_vec_env
+from core.envs.rollout import ObsNormalizer, RewardScaler
+from core.envs.make import make_vec_env
 from core.run.evaluation import evaluate
 from core.algo.networks import CategoricalActor, NatureCNN, build_networks, preferred_cnn_precision
 from core.envs.rollout import Collector

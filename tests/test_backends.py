@@ -5,7 +5,7 @@ import torch
 
 from core.envs.backends import make_backend
 from core.config.options import ConfigError
-from core.envs.make import ObsNormalizer, RewardScaler
+from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.training.logging import MetricLogger
 from core.algo.networks import CategoricalActor, Critic, GaussianActor
 from core.envs.rollout import Collector

@@ -5,7 +5,7 @@ import torch
 
 from core.envs.backends import make_backend
 from core.envs.collector import CollectorProcess, WorkerSpec
-from core.envs.make import ObsNormalizer, RewardScaler
+from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.algo.networks import build_networks
 from core.envs.rollout import Collector
 

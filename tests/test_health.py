@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.algo.clips import widen_eps_pi_scale
+from core.algo.schedules import widen_eps_pi_scale
 from core.algo.health import PolicyCollapseMonitor, ValueDivergenceMonitor, all_finite
 
 
@@ -324,7 +324,7 @@ def test_collapse_remedy_widens_eps_pi_once():
 # ---------------------------------------------------------------------------------------------------------------------
 def _controller(n_agents, per_agent=True, **rules):
     """A controller over a clip schedule (clip 0.2, eps_V 0.5 -> 0.3) whose hooks record what they were asked."""
-    from core.algo.clips import ClipSchedule
+    from core.algo.schedules import ClipSchedule
     from core.algo.health import HealthController, HealthLog, HealthRules, Messages
 
     clips = ClipSchedule(n_agents, 0.2, 0.2, 0.2, True, True, 0.5, 0.3, "linear", per_agent)
@@ -401,7 +401,7 @@ def test_controller_off_watches_nothing():
 def test_clip_schedule_single_agent_is_the_scalar_rule():
     """A = 1 in float64: the ranges are exactly min(eps * scale, EPS_PI_MAX) and eps_V(p) * scale in double precision;
     grpo's shared value clip is clip_eps * the policy scale; no value clip gives None."""
-    from core.algo.clips import EPS_PI_MAX, ClipSchedule
+    from core.algo.schedules import EPS_PI_MAX, ClipSchedule
 
     c = ClipSchedule(1, 0.2, 0.15, 0.28, True, True, 0.5, 0.3, "linear", True, torch.float64)
     c.widen_policy(0)

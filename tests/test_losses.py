@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from core.algo.losses import combined_objective, entropy_bonus, explained_variance, policy_loss, value_loss
+from core.algo.losses import combined_objective, entropy_bonus, policy_loss, value_loss
+from core.algo.advantages import explained_variance
 
 RATIOS = [0.5, 1.0, 1.25, 1.5]
 

@@ -9,7 +9,7 @@ import core.training.update
 from core.algo.losses import policy_loss
 from core.algo.sampler import Temperature
 from dapo_ma.buffer import AgentSampler, MATransitions
-from core.algo.clips import ClipSchedule
+from core.algo.schedules import ClipSchedule
 from dapo_ma.config import MAConfig, resolve
 from dapo_ma.maddpg import MADDPGTrainer, replace_own_action, soft_update
 from dapo_ma.networks import MACritic, critic_inputs

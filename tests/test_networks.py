@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.envs.make import ObsNormalizer
+from core.envs.rollout import ObsNormalizer
 from core.algo.networks import CategoricalActor, Critic, GaussianActor, build_networks, input_layer, refit_input_layer
 
 

@@ -8,7 +8,7 @@ divides by the running std of each env's discounted return and restarts that ret
 import numpy as np
 import pytest
 
-from core.envs.make import ObsNormalizer, RewardScaler, RunningMeanStd
+from core.envs.rollout import ObsNormalizer, RewardScaler, RunningMeanStd
 
 
 def _batches(sizes, seed=0):

@@ -3,7 +3,8 @@ import numpy as np
 import torch
 
 from core.envs.backends import make_backend
-from core.envs.make import ObsNormalizer, RewardScaler, make_vec_env
+from core.envs.rollout import ObsNormalizer, RewardScaler
+from core.envs.make import make_vec_env
 from core.algo.networks import CategoricalActor, Critic, GaussianActor
 from core.envs.rollout import Collector
 

@@ -1,10 +1,18 @@
-"""Generalised Advantage Estimation and GRPO's automatic lambda (docs/algorithms.md)."""
+"""Generalised Advantage Estimation, and GRPO's automatic lambda with the explained variance it reads
+(docs/algorithms.md)."""
 from __future__ import annotations
 
 import math
 
 import torch
 from torch import Tensor
+
+
+def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
+    """``1 - Var(target - pred) / Var(target)``; NaN when the target is constant. Shapes ``(M,)``."""
+    var_t = target.var(unbiased=False)
+    ev = 1 - (target - pred).var(unbiased=False) / var_t.clamp_min(1e-30)
+    return torch.where(var_t > 0, ev, torch.full_like(ev, float("nan")))  # no host sync on GPU
 
 
 def next_state_values(values: Tensor, last_values: Tensor, dones: Tensor, final_values: Tensor) -> Tensor:

@@ -3,7 +3,7 @@ controller (:class:`HealthController`) that applies their remedies for the singl
 multi-agent trainers (one monitor pair per agent):
 
 - ``policy_collapse`` of agent i -> restore its policy from its best snapshot, enlarge its eps_pi by 50% (once;
-  :mod:`core.algo.clips`).  How a snapshot is taken and put back is the trainer's (a hook): the single-agent trainer
+  :mod:`core.algo.schedules`).  How a snapshot is taken and put back is the trainer's (a hook): the single-agent trainer
   refits the restored actor's input layer to the observation normaliser's current statistics, dapo_ma restores one
   agent's parameters (all of them under parameter sharing).
 - ``value_divergence`` of agent i -> halve the critic learning rate (one critic optimiser), enlarge its eps_V by 20%.
@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from core.algo.clips import ClipSchedule
+from core.algo.schedules import ClipSchedule
 
 HEALTH_EVENTS = ("policy_collapse", "value_divergence", "non_finite")
 CRITIC_LR_CUT = 0.5  # the divergence remedy halves the critic learning rate ...
@@ -208,7 +208,7 @@ class HealthController:
     """Per-agent collapse and divergence monitors and their remedies, for ``A`` agents (``A = 1``: the
     single-agent trainer).  Pure: the trainer passes two hooks, ``snapshot() -> S`` (called when an agent's
     recent mean reaches a new best) and ``restore(S, agent)`` (the collapse remedy), and feeds :meth:`watch`.
-    Remedies act on ``clips`` (:class:`core.algo.clips.ClipSchedule`) and ``critic_lr_scale``; events go to ``log``."""
+    Remedies act on ``clips`` (:class:`core.algo.schedules.ClipSchedule`) and ``critic_lr_scale``; events go to ``log``."""
 
     def __init__(self, n_agents: int, rules: HealthRules, clips: ClipSchedule, log: HealthLog,
                  snapshot: Callable[[], Any], restore: Callable[[Any, int], None], messages: Messages):

@@ -12,16 +12,11 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from core.algo.advantages import explained_variance
+
 
 def _mean(x: Tensor, weights: Optional[Tensor]) -> Tensor:
     return x.mean() if weights is None else (x * weights).mean()
-
-
-def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
-    """``1 - Var(target - pred) / Var(target)``; NaN when the target is constant. Shapes ``(M,)``."""
-    var_t = target.var(unbiased=False)
-    ev = 1 - (target - pred).var(unbiased=False) / var_t.clamp_min(1e-30)
-    return torch.where(var_t > 0, ev, torch.full_like(ev, float("nan")))  # no host sync on GPU
 
 
 def normalised_advantages(adv: Tensor, weights: Optional[Tensor] = None, eps: float = 1e-8) -> Tensor:

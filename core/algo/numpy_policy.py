@@ -1,5 +1,5 @@
 """The NumPy twins of the CPU MLP actor-critics in :mod:`core.algo.networks`, written once for NumPy acting
-(core/envs/acting.py, every env step) and the NumPy update (core/training/numpy_update.py, every minibatch).
+(core/envs/rollout.py, every env step) and the NumPy update (core/training/numpy_update.py, every minibatch).
 
 At a few observations per step, or a minibatch of 64, a 64x64 MLP is microseconds of arithmetic while torch's
 per-op dispatch costs several times more; both fast paths therefore run these float32 formulas instead of the torch

@@ -30,8 +30,8 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from core.envs.acting import NumpyActing
-from core.envs.make import ObsNormalizer, RewardScaler
+from core.envs.rollout import NumpyActing
+from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.envs.rollout import Collector, Rollout
 
 

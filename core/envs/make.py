@@ -9,9 +9,7 @@ import re
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AutoresetMode
-from torch import Tensor
 
 from core.envs import minigrid
 from core.config.options import ConfigError
@@ -193,121 +191,6 @@ def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> 
     if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         return "continuous"
     raise ConfigError(f"env '{env_id}' has action space {act_space}; supported: Discrete, 1-D Box")
-
-
-VAR_EPS = 1e-8  # the observation normaliser divides by sqrt(var + VAR_EPS)
-
-
-class RunningMeanStd:
-    """Streaming mean/variance (Chan et al. parallel update) over the batch axis of ``(B, *shape)``.
-
-    Kept in float64 numpy on the host: observations arrive from the envs as numpy, and per-step
-    updates of tiny arrays are several times cheaper there than as device tensors."""
-
-    def __init__(self, shape: tuple[int, ...]):
-        self.mean = np.zeros(shape, dtype=np.float64)
-        self.var = np.ones(shape, dtype=np.float64)
-        self.count = 1e-4
-
-    def update(self, x: np.ndarray) -> None:
-        b_mean, b_var, b = x.mean(0), x.var(0), x.shape[0]
-        delta, total = b_mean - self.mean, self.count + b
-        self.mean = self.mean + delta * b / total
-        self.var = (self.var * self.count + b_var * b + delta**2 * self.count * b / total) / total
-        self.count = total
-
-    def state_dict(self) -> dict:
-        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
-
-    def load_state_dict(self, s: dict) -> None:
-        mean, var = np.array(s["mean"], dtype=np.float64), np.array(s["var"], dtype=np.float64)
-        if mean.shape != self.mean.shape or var.shape != self.var.shape:  # another env's statistics, or corrupt ones
-            raise ValueError(f"statistics of shape {mean.shape}, expected {self.mean.shape}")
-        self.mean, self.var, self.count = mean, var, float(s["count"])
-
-
-class ObsNormalizer:
-    """``clip((obs - mean) / sqrt(var + 1e-8), -10, 10)`` with running statistics; identity when off.
-    obs ``(B, D)`` numpy -> float32 numpy."""
-
-    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0):
-        self.enabled, self.clip = enabled, clip
-        self.rms = RunningMeanStd(shape)
-        self._affine: Optional[tuple[np.ndarray, np.ndarray]] = None  # float32 (mean, 1/std), per statistics
-
-    def update(self, raw_obs: np.ndarray) -> None:
-        """Add raw observations ``(B, D)`` to the statistics (the collector calls this once per rollout)."""
-        if self.enabled:
-            self.rms.update(np.asarray(raw_obs, dtype=np.float64))
-            self._affine = None
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """Always a new array: vector envs may reuse their observation buffer on the next step.
-        uint8 images pass through as uint8 (4x less rollout memory; the CNN scales them)."""
-        if not self.enabled:
-            return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
-        if self._affine is None:  # statistics change once per rollout; this runs at every env step
-            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + VAR_EPS)).astype(np.float32))
-        mean, inv_std = self._affine
-        out = (np.asarray(obs, dtype=np.float32) - mean) * inv_std
-        return np.clip(out, -self.clip, self.clip, out=out)
-
-    def state_dict(self) -> dict:
-        return self.rms.state_dict()
-
-    def load_state_dict(self, s: dict) -> None:
-        self.rms.load_state_dict(s)
-        self._affine = None
-
-    @staticmethod
-    def mean_std(s: dict) -> tuple[np.ndarray, np.ndarray]:
-        """The ``(mean, std)`` ``(D,)`` float64 that ``__call__`` normalises with, from a ``state_dict``."""
-        return np.asarray(s["mean"], np.float64), np.sqrt(np.asarray(s["var"], np.float64) + VAR_EPS)
-
-
-class RewardScaler:
-    """Divide rewards by the running std of each env's discounted return (as gymnasium's
-    NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off.
-
-    Works on a whole rollout at once: the discounted returns of all its steps update the statistics,
-    then every reward of the rollout is scaled by the same std (consistent targets within a rollout).
-    """
-
-    def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0):
-        self.enabled, self.gamma, self.clip = enabled, gamma, clip
-        self.rms = RunningMeanStd(())
-        self.discounted = np.zeros(num_envs)
-
-    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
-        """rewards, dones ``(T, N)`` (or ``(N,)`` for one step) -> scaled float32 of the same shape;
-        ``dones[t]`` marks episodes that ended at step t (their running return restarts)."""
-        rewards = np.asarray(rewards, dtype=np.float32)
-        if not self.enabled:
-            return rewards
-        r, d = np.atleast_2d(rewards), np.atleast_2d(dones)
-        returns = np.empty(r.shape)
-        for t in range(r.shape[0]):
-            self.discounted = self.discounted * self.gamma + r[t]
-            returns[t] = self.discounted
-            self.discounted = np.where(d[t], 0.0, self.discounted)
-        self.rms.update(returns.reshape(-1))
-        return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -self.clip, self.clip).astype(np.float32)
-
-    def state_dict(self) -> dict:
-        return {"rms": self.rms.state_dict(), "discounted": self.discounted.copy()}
-
-    def load_state_dict(self, s: dict) -> None:
-        self.rms.load_state_dict(s["rms"])
-        self.discounted = np.asarray(s["discounted"]).copy()
-
-
-def to_env_actions(actions, act_space: gym.Space) -> np.ndarray:
-    """Tensor or array actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
-    (the stored, unclipped action keeps the log-prob consistent)."""
-    a = actions.cpu().numpy() if isinstance(actions, Tensor) else actions
-    if isinstance(act_space, gym.spaces.Box):
-        a = np.clip(a, act_space.low, act_space.high)
-    return a
 
 
 def save_env_states(envs: gym.vector.SyncVectorEnv) -> list[dict]:

@@ -1,4 +1,16 @@
-"""Rollout storage and the collector that fills it with the behaviour policy."""
+"""Rollout storage and the collector that fills it: the behaviour policy acting at every env step (torch, or a
+NumPy copy of small MLPs), observation and reward normalisation, and the conversion of actions for the envs.
+
+:class:`TorchActing` calls the networks.  :class:`NumpyActing` acts with a NumPy copy of small MLP
+networks on the CPU: at a handful of observations per step a 64x64 MLP is a few microseconds of
+arithmetic, while torch's per-op dispatch and ``nn.Module`` calls cost several times more (actor plus
+critic, one HalfCheetah observation: ~35 us in NumPy vs ~165 us in torch on the 2-core build machine;
+experiments/bench_throughput.py measures the end-to-end effect).  The policy is fixed during a rollout,
+so the weights are copied once per rollout.  The NumPy networks and action heads are those of
+:mod:`core.algo.numpy_policy` (shared with the NumPy update); their log-probs are the laws of
+:class:`core.algo.networks.GaussianActor` and ``Categorical``, so the update's recomputation gives ratios of 1 up
+to float32 rounding (tested).
+"""
 from __future__ import annotations
 
 import copy
@@ -6,13 +18,172 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from core.envs.acting import NumpyActing, TorchActing
-from core.envs.make import ObsNormalizer, RewardScaler, to_env_actions
+from core.algo.numpy_policy import copied_layers, head_class, mlp_forward, side_by_side, supported
 from core.algo.networks import Critic
+
+
+class TorchActing:
+    """``act(obs (N, ...)) -> (actions, logp (N,), values (N,))`` with the torch networks."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module):
+        self.actor, self.critic = actor, critic
+
+    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        action, logp = self.actor.sample(obs)
+        return action, logp, self.critic(obs)
+
+    def value(self, obs: Tensor) -> Tensor:
+        return self.critic(obs)
+
+
+class NumpyActing:
+    """MLP actor and critic evaluated in NumPy float32 (core.algo.numpy_policy); samples from its own seeded
+    generator ``rng``."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module, rng: np.random.Generator):
+        self.rng = rng
+        self.actor_w, self.critic_w = copied_layers(actor.net), copied_layers(critic.net)
+        self.fused = side_by_side(self.actor_w, self.critic_w) if len(self.actor_w) == len(self.critic_w) else None
+        head = head_class(actor)
+        self.head = head(*(p.detach().numpy().astype(np.float32) for p in head.parameters(actor)))  # copies
+
+    @staticmethod
+    def supports(actor: nn.Module, critic: nn.Module, device: torch.device) -> bool:
+        """CPU MLP networks of the kinds :func:`core.algo.networks.build_networks` makes for flat observations."""
+        return supported(actor, critic, device)
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """NumPy in, NumPy out: the collector keeps the whole rollout in arrays (no per-step tensors)."""
+        if self.fused is not None:
+            both = mlp_forward(self.fused, obs)                                      # (N, A + 1) or (N, n + 1)
+            out, value = both[:, :-1], both[:, -1]
+        else:
+            out, value = mlp_forward(self.actor_w, obs), self.value(obs)             # (N, A) or (N, n), (N,)
+        action, logp = self.head.sample(out, self.rng)
+        return action, logp.astype(np.float32, copy=False), value
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return mlp_forward(self.critic_w, obs)[:, 0]
+
+
+VAR_EPS = 1e-8  # the observation normaliser divides by sqrt(var + VAR_EPS)
+
+
+class RunningMeanStd:
+    """Streaming mean/variance (Chan et al. parallel update) over the batch axis of ``(B, *shape)``.
+
+    Kept in float64 numpy on the host: observations arrive from the envs as numpy, and per-step
+    updates of tiny arrays are several times cheaper there than as device tensors."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.mean = np.zeros(shape, dtype=np.float64)
+        self.var = np.ones(shape, dtype=np.float64)
+        self.count = 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        b_mean, b_var, b = x.mean(0), x.var(0), x.shape[0]
+        delta, total = b_mean - self.mean, self.count + b
+        self.mean = self.mean + delta * b / total
+        self.var = (self.var * self.count + b_var * b + delta**2 * self.count * b / total) / total
+        self.count = total
+
+    def state_dict(self) -> dict:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
+
+    def load_state_dict(self, s: dict) -> None:
+        mean, var = np.array(s["mean"], dtype=np.float64), np.array(s["var"], dtype=np.float64)
+        if mean.shape != self.mean.shape or var.shape != self.var.shape:  # another env's statistics, or corrupt ones
+            raise ValueError(f"statistics of shape {mean.shape}, expected {self.mean.shape}")
+        self.mean, self.var, self.count = mean, var, float(s["count"])
+
+
+class ObsNormalizer:
+    """``clip((obs - mean) / sqrt(var + 1e-8), -10, 10)`` with running statistics; identity when off.
+    obs ``(B, D)`` numpy -> float32 numpy."""
+
+    def __init__(self, shape: tuple[int, ...], enabled: bool, clip: float = 10.0):
+        self.enabled, self.clip = enabled, clip
+        self.rms = RunningMeanStd(shape)
+        self._affine: Optional[tuple[np.ndarray, np.ndarray]] = None  # float32 (mean, 1/std), per statistics
+
+    def update(self, raw_obs: np.ndarray) -> None:
+        """Add raw observations ``(B, D)`` to the statistics (the collector calls this once per rollout)."""
+        if self.enabled:
+            self.rms.update(np.asarray(raw_obs, dtype=np.float64))
+            self._affine = None
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Always a new array: vector envs may reuse their observation buffer on the next step.
+        uint8 images pass through as uint8 (4x less rollout memory; the CNN scales them)."""
+        if not self.enabled:
+            return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
+        if self._affine is None:  # statistics change once per rollout; this runs at every env step
+            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + VAR_EPS)).astype(np.float32))
+        mean, inv_std = self._affine
+        out = (np.asarray(obs, dtype=np.float32) - mean) * inv_std
+        return np.clip(out, -self.clip, self.clip, out=out)
+
+    def state_dict(self) -> dict:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s)
+        self._affine = None
+
+    @staticmethod
+    def mean_std(s: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(mean, std)`` ``(D,)`` float64 that ``__call__`` normalises with, from a ``state_dict``."""
+        return np.asarray(s["mean"], np.float64), np.sqrt(np.asarray(s["var"], np.float64) + VAR_EPS)
+
+
+class RewardScaler:
+    """Divide rewards by the running std of each env's discounted return (as gymnasium's
+    NormalizeReward): keeps value targets O(1) without shifting the optimum.  Identity when off.
+
+    Works on a whole rollout at once: the discounted returns of all its steps update the statistics,
+    then every reward of the rollout is scaled by the same std (consistent targets within a rollout).
+    """
+
+    def __init__(self, num_envs: int, gamma: float, enabled: bool, clip: float = 10.0):
+        self.enabled, self.gamma, self.clip = enabled, gamma, clip
+        self.rms = RunningMeanStd(())
+        self.discounted = np.zeros(num_envs)
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """rewards, dones ``(T, N)`` (or ``(N,)`` for one step) -> scaled float32 of the same shape;
+        ``dones[t]`` marks episodes that ended at step t (their running return restarts)."""
+        rewards = np.asarray(rewards, dtype=np.float32)
+        if not self.enabled:
+            return rewards
+        r, d = np.atleast_2d(rewards), np.atleast_2d(dones)
+        returns = np.empty(r.shape)
+        for t in range(r.shape[0]):
+            self.discounted = self.discounted * self.gamma + r[t]
+            returns[t] = self.discounted
+            self.discounted = np.where(d[t], 0.0, self.discounted)
+        self.rms.update(returns.reshape(-1))
+        return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -self.clip, self.clip).astype(np.float32)
+
+    def state_dict(self) -> dict:
+        return {"rms": self.rms.state_dict(), "discounted": self.discounted.copy()}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.rms.load_state_dict(s["rms"])
+        self.discounted = np.asarray(s["discounted"]).copy()
+
+
+def to_env_actions(actions, act_space: gym.Space) -> np.ndarray:
+    """Tensor or array actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
+    (the stored, unclipped action keeps the log-prob consistent)."""
+    a = actions.cpu().numpy() if isinstance(actions, Tensor) else actions
+    if isinstance(act_space, gym.spaces.Box):
+        a = np.clip(a, act_space.low, act_space.high)
+    return a
 
 
 class Rollout(NamedTuple):
@@ -46,7 +217,7 @@ class Collector:
 
     Episode returns and lengths are measured on the backend's ``score`` (raw, unscaled rewards) of
     valid steps, over its ``game_over`` episodes (whole games on Atari).  With ``numpy_acting`` CPU MLP
-    policies act through :class:`core.envs.acting.NumpyActing` (sampling from this collector's seeded ``rng``).
+    policies act through :class:`core.envs.rollout.NumpyActing` (sampling from this collector's seeded ``rng``).
     """
 
     def __init__(self, envs, num_steps: int, obs_norm: ObsNormalizer,

@@ -164,7 +164,7 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     envs.close()
     actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16", cfg.log_std_init)
     dev = pick_device(device)
-    from core.envs.make import ObsNormalizer
+    from core.envs.rollout import ObsNormalizer
 
     obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
     for module, key in ((actor, "actor"), (critic, "critic"), (obs_norm, "obs_norm")):
@@ -186,7 +186,7 @@ class Agent:
     def predict(self, obs, deterministic: bool = True) -> np.ndarray:
         """Action(s) for raw observation(s): ``(D,)`` -> one action, ``(B, D)`` -> ``(B, ...)`` actions (Box actions
         clipped to the bounds, as the env receives them)."""
-        from core.envs.make import to_env_actions
+        from core.envs.rollout import to_env_actions
 
         obs = np.asarray(obs)
         single = obs.ndim == len(self.observation_space.shape)

@@ -11,7 +11,8 @@ import torch
 from core.envs.backends import make_backend
 from core.training.checkpoint import load_checkpoint, load_state, require
 from core.config.options import TrainConfig
-from core.envs.make import ObsNormalizer, is_atari, to_env_actions
+from core.envs.rollout import ObsNormalizer, to_env_actions
+from core.envs.make import is_atari
 
 
 def evaluation_envs(env_id: str, seed: int, env_kwargs: Optional[dict] = None):

@@ -25,12 +25,12 @@ from core.envs.collector import CollectorProcess, WorkerSpec
 from core.training.compile import maybe_compile
 from core.config.options import TrainConfig, check_device
 from core.training.distributed import Distributed
-from core.envs.make import ObsNormalizer, RewardScaler
-from core.algo.clips import ClipSchedule
+from core.envs.rollout import ObsNormalizer, RewardScaler
+from core.algo.schedules import ClipSchedule
 from core.algo.health import HealthController, HealthLog, HealthRules, Messages, NonFiniteGuard
 from core.training.logging import MetricLogger
 from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
-from core.algo.losses import explained_variance
+from core.algo.advantages import explained_variance
 from core.algo.networks import build_networks, input_layer, refit_input_layer
 from core.training.update_backend import pick_update_backend
 from core.envs.rollout import Collector, Episode, Prefetcher, Rollout
