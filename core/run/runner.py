@@ -66,7 +66,7 @@ def resume_config(cls: type, saved, overrides: dict[str, Any], replaceable: tupl
     return dataclasses.replace(saved, **overrides)  # run_dir: the directory being resumed, wherever it was made
 
 
-def settings_line(cfg: TrainConfig, extensions=(), family: Optional[str] = None) -> str:
+def settings_line(cfg: TrainConfig, extensions=(), family: Optional[str] = None, resumed: bool = False) -> str:
     """One line naming the recipes applied, in order (the env family's, the algorithm's, the user's), and the
     settings they chose that change what the algorithm does, so nobody has to open config.yaml to learn, e.g., that
     dapo with the dapo-mujoco recipe trains on uniform minibatches.  ``family``: the env's family (default: read
@@ -97,8 +97,11 @@ def settings_line(cfg: TrainConfig, extensions=(), family: Optional[str] = None)
     if cfg.ent_coef:
         parts.append(f"entropy bonus {cfg.ent_coef:g}")
     parts += [ext.describe() for ext in extensions]
-    applied = [*presets.layers(cfg.algo, family), *cfg.recipe]
-    return f"{cfg.algo} on {cfg.env} [recipes: {', '.join(applied)}]: " + "; ".join(parts)
+    # a resumed run keeps the values its config.yaml recorded; the layers that chose them may have been other ones
+    # then (before a dapo-mujoco recipe had to be named, dapo took it by itself on Box-action envs)
+    applied = "settings of config.yaml" if resumed else "recipes: " + ", ".join([*presets.layers(cfg.algo, family),
+                                                                              *cfg.recipe])
+    return f"{cfg.algo} on {cfg.env} [{applied}]: " + "; ".join(parts)
 
 
 def budget_line(total_steps: int, batch_size: int, done: int = 0) -> str:
@@ -212,7 +215,7 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
 def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, main: bool) -> Optional[dict]:
     if main:
         family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
-        print(settings_line(cfg, trainer.extensions, family), flush=True)
+        print(settings_line(cfg, trainer.extensions, family, resumed=resume), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
