@@ -65,7 +65,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    config_cls = family.config_class()
+    config_cls = family.config_class
     names = {f.name for f in dataclasses.fields(config_cls)}
     usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
     run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
@@ -134,14 +134,15 @@ def explicit_from_args(args: argparse.Namespace, names: set[str]) -> dict:
 def _run(args, family: Family) -> int:
     from core.run import api
 
-    names = {f.name for f in dataclasses.fields(family.config_class())}
+    names = {f.name for f in dataclasses.fields(family.config_class)}
     explicit = explicit_from_args(args, names - {"recipe", "extensions"})
     if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
         raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
     fam, cfg = api.resolve(explicit, args.resume, family, trust_env=args.trust_env)
-    summary = fam.run(cfg, args.resume is not None)
+    side = fam.run_side()
+    summary = side.run(cfg, args.resume is not None)
     if summary is not None:  # None: a data-parallel rank other than 0
-        print(fam.summary_line(summary))
+        print(side.summary_line(summary))
     return 0
 
 
@@ -154,9 +155,10 @@ def _eval(args, family: Family) -> int:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
-    returns = family.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
-                              trust_env=args.trust_env)
-    print(family.eval_line(returns))
+    side = family.run_side()
+    returns = side.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
+                            trust_env=args.trust_env)
+    print(side.eval_line(returns))
     return 0
 
 
@@ -167,7 +169,7 @@ def add_recipes_parser(p: argparse.ArgumentParser) -> None:
 
 def _recipe_dirs(found: Plugins) -> list[tuple[Family, Path]]:
     """Each family with the folder of its shipped recipes."""
-    return [(fam, Path(folder)) for fam in found.families if (folder := fam.recipes_dir()) is not None]
+    return [(fam, Path(folder)) for fam in found.families if (folder := fam.recipes_dir) is not None]
 
 
 def recipes_command(args) -> int:
@@ -197,7 +199,7 @@ def recipes_command(args) -> int:
     for fam, folder in matches:
         if len(matches) > 1:
             print(f"# {fam.name}")
-        print(yaml.safe_dump(recipes.load(args.name, fam.config_class(), [folder]), sort_keys=False).rstrip())
+        print(yaml.safe_dump(recipes.load(args.name, fam.config_class, [folder]), sort_keys=False).rstrip())
     return 0
 
 
