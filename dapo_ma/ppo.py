@@ -150,7 +150,7 @@ class OnPolicyMATrainer(MATrainerBase):
                                      lambda mb: ranges.gather(mb.agent_id), self.update_settings)
         problem = self.guard.after_update(finite)
         if problem:
-            self.record("non_finite", problem)
+            self._record("non_finite", problem)
         return metrics
 
     def _evaluate(self, mb: MATransitions) -> Evaluation:
