@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.run.registry import Family, RunSide
 from dapo_dt import config
+from dapo_dt.cli import Dataset
 
 
 class DecisionTransformer(Family):
@@ -22,24 +23,6 @@ class DecisionTransformer(Family):
         return RunSide(resolve=config.resolve, complete=config.complete, run=runner.run_experiment,
                        load_config=runner.load_run_config, evaluate=runner.evaluate_run, load=api.load,
                        summary_line=runner.summary_line)
-
-
-class Dataset:
-    """``dapo dataset collect|info``: make or inspect the offline Atari datasets (:mod:`dapo_dt.cli`)."""
-
-    name = "dataset"
-    help = "make or inspect offline Atari datasets (Minari) for dt / dapo-dt"
-    raw = False
-
-    def add_arguments(self, parser) -> None:
-        from dapo_dt.cli import add_dataset_parser
-
-        add_dataset_parser(parser)
-
-    def run(self, args) -> int:
-        from dapo_dt.cli import dataset_command
-
-        return dataset_command(args)
 
 
 FAMILY = DecisionTransformer()

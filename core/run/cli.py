@@ -20,7 +20,7 @@ import yaml
 from core.training.checkpoint import DiskFull
 from core.config.parsing import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
-from core.run.registry import Family, Plugins, plugins
+from core.run.registry import Command, Family, Plugins, plugins
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
@@ -162,45 +162,49 @@ def _eval(args, family: Family) -> int:
     return 0
 
 
-def add_recipes_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", help="A recipe to show with its base recipes merged in (any family's, or a "
-                                          "YAML path)")
-
-
 def _recipe_dirs(found: Plugins) -> list[tuple[Family, Path]]:
     """Each family with the folder of its shipped recipes."""
     return [(fam, Path(folder)) for fam in found.families if (folder := fam.recipes_dir) is not None]
 
 
-def recipes_command(args) -> int:
+class Recipes(Command):
     """``dapo recipes``: every family's shipped recipes, grouped by family; ``dapo recipes NAME`` shows one merged
     with its base recipes, checked against its family's options."""
-    from core.run import recipes
 
-    found = plugins()
-    dirs = _recipe_dirs(found)
-    if args.name is None:
-        listed = [(fam, recipes.describe([folder])) for fam, folder in dirs]
-        width = max((len(name) for _, found_recipes in listed for name in found_recipes), default=0)
-        for fam, found_recipes in listed:
-            print(f"{fam.name} ({', '.join(fam.algos)}):")
-            for name, description in found_recipes.items():
-                print(f"  {name:{width}s}  {description}")
-        print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
+    name = "recipes"
+    help = "list the shipped recipes, or show one (dapo recipes NAME)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("name", nargs="?", help="A recipe to show with its base recipes merged in (any family's, "
+                                                    "or a YAML path)")
+
+    def run(self, args) -> int:
+        from core.run import recipes
+
+        found = plugins()
+        dirs = _recipe_dirs(found)
+        if args.name is None:
+            listed = [(fam, recipes.describe([folder])) for fam, folder in dirs]
+            width = max((len(name) for _, found_recipes in listed for name in found_recipes), default=0)
+            for fam, found_recipes in listed:
+                print(f"{fam.name} ({', '.join(fam.algos)}):")
+                for name, description in found_recipes.items():
+                    print(f"  {name:{width}s}  {description}")
+            print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
+            return 0
+        if recipes.is_path(args.name):
+            fam = found.select(recipes=[args.name])
+            matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
+        else:
+            matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
+        if not matches:
+            names = ", ".join(name for _, folder in dirs for name in recipes.describe([folder]))
+            raise ConfigError(f"unknown recipe '{args.name}'; shipped recipes: {names} (or give a path to a YAML file)")
+        for fam, folder in matches:
+            if len(matches) > 1:
+                print(f"# {fam.name}")
+            print(yaml.safe_dump(recipes.load(args.name, fam.config_class, [folder]), sort_keys=False).rstrip())
         return 0
-    if recipes.is_path(args.name):
-        fam = found.select(recipes=[args.name])
-        matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
-    else:
-        matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
-    if not matches:
-        names = ", ".join(name for _, folder in dirs for name in recipes.describe([folder]))
-        raise ConfigError(f"unknown recipe '{args.name}'; shipped recipes: {names} (or give a path to a YAML file)")
-    for fam, folder in matches:
-        if len(matches) > 1:
-            print(f"# {fam.name}")
-        print(yaml.safe_dump(recipes.load(args.name, fam.config_class, [folder]), sort_keys=False).rstrip())
-    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

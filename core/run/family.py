@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.config.options import ALGOS, TrainConfig
 from core.run.bench import BENCHMARKS, bench
+from core.run.cli import Recipes
 from core.run.recipes import HERE
 from core.run.registry import Family, RunSide
 
@@ -24,24 +25,6 @@ class Gymnasium(Family):
         return RunSide(resolve=runner.resolve_for_env, complete=presets.complete, run=runner.run_experiment,
                        load_config=rundir.load_run_config, evaluate=evaluation.evaluate_run, load=api.load_agent,
                        summary_line=runner.summary_line)
-
-
-class Recipes:
-    """``dapo recipes [NAME]``: every family's shipped recipes, or one merged with its base recipes."""
-
-    name = "recipes"
-    help = "list the shipped recipes, or show one (dapo recipes NAME)"
-    raw = False
-
-    def add_arguments(self, parser) -> None:
-        from core.run.cli import add_recipes_parser
-
-        add_recipes_parser(parser)
-
-    def run(self, args) -> int:
-        from core.run.cli import recipes_command
-
-        return recipes_command(args)
 
 
 class Bench:
