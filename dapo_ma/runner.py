@@ -19,7 +19,7 @@ from core.run.evaluation import mean_std, number
 from core.training.logging import MetricLogger, Progress, read_metrics
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
-from core.run.runner import budget_line, start_run, train_interruptibly
+from core.run.runner import budget_line, run_started, train_interruptibly
 from dapo_ma import maddpg, ppo
 from dapo_ma.config import MAConfig
 from dapo_ma.envs import imports_code
@@ -62,11 +62,7 @@ def summary_line(s: dict) -> str:
 def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
     """Train (or continue) a resolved run and write config.yaml, metrics.csv, tb/, checkpoint.pt, summary.json and
     learning_curve.png into its directory.  Returns the summary."""
-    cfg, run_dir, trainer, lock = start_run(cfg, resume, make_trainer)
-    try:
-        return _train_and_report(cfg, run_dir, trainer, resume)
-    finally:
-        lock.release()
+    return run_started(cfg, resume, make_trainer, _train_and_report)
 
 
 def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resume: bool) -> dict:

@@ -6,6 +6,7 @@ Shared with the other families: :func:`start_run` (run directory checks, lock, c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -161,6 +162,19 @@ def start_run(cfg, resume: bool, build: Callable[[Any, Path], Any], main: bool =
     return cfg, run_dir, trainer, lock
 
 
+def run_started(cfg, resume: bool, build: Callable[[Any, Path], Any], report: Callable[..., Any], main: bool = True,
+                **start: Any) -> Any:
+    """Every family's ``run_experiment``: :func:`start_run` (``start``: its keyword options), then
+    ``report(cfg, run_dir, trainer, resume)`` (train, evaluate, write the outputs) while the run directory's lock is
+    held; the lock is released after, also on a failure or Ctrl-C.  What ``report`` returns."""
+    cfg, run_dir, trainer, lock = start_run(cfg, resume, build, main, **start)
+    try:
+        return report(cfg, run_dir, trainer, resume)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def train_interruptibly(trainer, logger, progress) -> None:
     """``trainer.train`` where Ctrl-C finishes the current iteration, checkpoints and sets ``trainer.stop_requested``;
     a second Ctrl-C aborts the iteration at once (the last checkpoint stays; a checkpoint being written is finished
@@ -201,15 +215,10 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     learning_curve.png into its directory.  Returns the summary (``None`` on data-parallel ranks other than 0,
     which write nothing)."""
     main = int(os.environ.get("RANK", "0")) == 0
-    cfg, run_dir, trainer, lock = start_run(cfg, resume, Trainer, main, CHECKPOINT_KEYS)
-    try:
-        return _train_and_report(cfg, run_dir, trainer, resume, main)
-    finally:
-        if lock is not None:
-            lock.release()
+    return run_started(cfg, resume, Trainer, functools.partial(_train_and_report, main=main), main, CHECKPOINT_KEYS)
 
 
-def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, main: bool) -> Optional[dict]:
+def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, *, main: bool) -> Optional[dict]:
     if main:
         family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
         print(settings_line(cfg, trainer.extensions, family), flush=True)
