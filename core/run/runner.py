@@ -1,7 +1,8 @@
 """``dapo run`` for the Gymnasium family: one experiment end to end (train, checkpoint, evaluate, summarise, plot).
 
-Shared with the other families: :func:`start_run` (run directory checks, lock, checkpoint, config.yaml) and
-:func:`train_interruptibly` (Ctrl-C finishes the iteration and checkpoints).
+Shared with the other families: :func:`run_started` (:func:`start_run`: run directory checks, lock, checkpoint,
+config.yaml; then the family's training and report under the lock), :func:`train_interruptibly` (Ctrl-C finishes
+the iteration and checkpoints) and :func:`summary_line` (dapo_ma's too).
 """
 from __future__ import annotations
 
@@ -202,12 +203,13 @@ class NullLogger:
         pass
 
 
-def summary_line(s: dict) -> str:
-    """The run's last line; n/a for a number that is undefined (no finished episode, fewer than two eval episodes)."""
+def summary_line(s: dict, spec: str = ".1f", returns: str = "") -> str:
+    """The run's last line; n/a for a number that is undefined (no finished episode, fewer than two eval episodes).
+    ``spec`` formats the returns; ``returns`` says what a return is (dapo_ma's line: " (per agent)")."""
     return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
-            f"final_return_mean {number(s['final_return_mean'])}; eval {number(s['eval_return_mean'])} "
-            f"+- {number(s['eval_return_std'])} (sample std); health events {s['health_events']}; outputs in "
-            f"{s['run_dir']}")
+            f"final_return_mean {number(s['final_return_mean'], spec)}{returns}; eval "
+            f"{number(s['eval_return_mean'], spec)} +- {number(s['eval_return_std'], spec)} (sample std); health "
+            f"events {s['health_events']}; outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
@@ -215,7 +217,8 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     learning_curve.png into its directory.  Returns the summary (``None`` on data-parallel ranks other than 0,
     which write nothing)."""
     main = int(os.environ.get("RANK", "0")) == 0
-    return run_started(cfg, resume, Trainer, functools.partial(_train_and_report, main=main), main, CHECKPOINT_KEYS)
+    return run_started(cfg, resume, Trainer, functools.partial(_train_and_report, main=main), main,
+                       checkpoint_keys=CHECKPOINT_KEYS)
 
 
 def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, *, main: bool) -> Optional[dict]:
