@@ -6,40 +6,49 @@ from pathlib import Path
 
 from core.config.parsing import OneLineParser
 from core.config.options import MAX_SEED, ConfigError
+from core.run.registry import Command
 
 
-def add_dataset_parser(ds: argparse.ArgumentParser) -> None:
-    dsub = ds.add_subparsers(dest="dataset_command", required=True, parser_class=OneLineParser)
-    col = dsub.add_parser("collect", help="play whole games with trained policies and save them as a Minari dataset",
-                          description="Env i plays with policy i mod P; each action is uniform-random with "
-                                      "probability --epsilon, else the policy's argmax (or a sample with --no-greedy).")
-    col.add_argument("--env", required=True, help="Atari id, e.g. ALE/Pong-v5")
-    col.add_argument("--policy", type=Path, action="append", required=True, metavar="RUN_DIR",
-                     help="a run directory from 'dapo run' on this env, or one of its snapshots/step_<N>.pt; "
-                          "repeat for a mixture of qualities")
-    col.add_argument("--epsilon", type=float, default=0.1, help="probability of a uniform-random action [0.1]")
-    col.add_argument("--steps", type=int, required=True, help="record whole games until this many steps")
-    col.add_argument("--name", required=True, help="Minari dataset id, e.g. pong/mixed-v0")
-    col.add_argument("--seed", type=int, default=0, help="env and noise seed [0]")
-    col.add_argument("--num-envs", type=int, default=8, help="parallel games [8]")
-    col.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
-                     help="argmax of the policy when not exploring [on]")
-    info = dsub.add_parser("info", help="episodes, steps and return distribution of a dataset")
-    info.add_argument("name", help="Minari dataset id")
+class Dataset(Command):
+    """``dapo dataset collect|info``: make or inspect the offline Atari datasets (Minari) that dt and dapo-dt learn
+    from."""
 
+    name = "dataset"
+    help = "make or inspect offline Atari datasets (Minari) for dt / dapo-dt"
 
-def dataset_command(args) -> int:
-    from dapo_dt import data
+    def add_arguments(self, ds: argparse.ArgumentParser) -> None:
+        dsub = ds.add_subparsers(dest="dataset_command", required=True, parser_class=OneLineParser)
+        col = dsub.add_parser("collect",
+                              help="play whole games with trained policies and save them as a Minari dataset",
+                              description="Env i plays with policy i mod P; each action is uniform-random with "
+                                          "probability --epsilon, else the policy's argmax (or a sample with "
+                                          "--no-greedy).")
+        col.add_argument("--env", required=True, help="Atari id, e.g. ALE/Pong-v5")
+        col.add_argument("--policy", type=Path, action="append", required=True, metavar="RUN_DIR",
+                         help="a run directory from 'dapo run' on this env, or one of its snapshots/step_<N>.pt; "
+                              "repeat for a mixture of qualities")
+        col.add_argument("--epsilon", type=float, default=0.1, help="probability of a uniform-random action [0.1]")
+        col.add_argument("--steps", type=int, required=True, help="record whole games until this many steps")
+        col.add_argument("--name", required=True, help="Minari dataset id, e.g. pong/mixed-v0")
+        col.add_argument("--seed", type=int, default=0, help="env and noise seed [0]")
+        col.add_argument("--num-envs", type=int, default=8, help="parallel games [8]")
+        col.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
+                         help="argmax of the policy when not exploring [on]")
+        info = dsub.add_parser("info", help="episodes, steps and return distribution of a dataset")
+        info.add_argument("name", help="Minari dataset id")
 
-    if args.dataset_command == "collect":
-        if not 1 <= args.num_envs <= 1024:
-            raise ConfigError(f"--num-envs must be in 1 .. 1024, got {args.num_envs}")
-        if not 1 <= args.steps <= 10**9:
-            raise ConfigError(f"--steps must be in 1 .. 10**9, got {args.steps}")
-        if not 0 <= args.seed <= MAX_SEED:
-            raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
-        data.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
-                     args.greedy)
-    for k, v in data.info(args.name).items():
-        print(f"{k}: {v}")
-    return 0
+    def run(self, args) -> int:
+        from dapo_dt import data
+
+        if args.dataset_command == "collect":
+            if not 1 <= args.num_envs <= 1024:
+                raise ConfigError(f"--num-envs must be in 1 .. 1024, got {args.num_envs}")
+            if not 1 <= args.steps <= 10**9:
+                raise ConfigError(f"--steps must be in 1 .. 10**9, got {args.steps}")
+            if not 0 <= args.seed <= MAX_SEED:
+                raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
+            data.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
+                         args.greedy)
+        for k, v in data.info(args.name).items():
+            print(f"{k}: {v}")
+        return 0

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Optional
 
 from core.run import recipes
+from core.config.groups import ProgressOptions, RunOptions
 from core.config.options import ConfigError, check_inactive
 
 DT_ALGOS = ("dt", "dapo-dt")
 
 
 @dataclass
-class DTConfig:
+class DTConfig(RunOptions, ProgressOptions):
     """Train a Decision Transformer (dt) or DAPO-DT (dapo-dt) on a Minari Atari dataset."""
 
     # --- experiment
@@ -31,16 +32,7 @@ class DTConfig:
     """Minari dataset name made by 'dapo dataset collect' (required)."""
     dataset_steps: Optional[int] = None
     """Use only the dataset's first episodes up to this many steps (sample-efficiency studies; default: all)."""
-    seed: int = 1
-    """Seed of torch, NumPy, batch sampling and evaluation envs (0 .. 2**32-1)."""
-    recipe: tuple[str, ...] = ()
-    """Recipes applied on top of the algorithm's, in order. Names of shipped recipes or YAML paths."""
-    device: str = "auto"
-    """auto | cpu | cuda."""
-    run_dir: Optional[str] = None
-    """Output directory (default: runs/<env>__<algo>__s<seed>__<time>)."""
-    torch_threads: int = 1
-    """CPU threads for torch."""
+    # +RunOptions
 
     # --- model
     context_len: Optional[int] = None
@@ -124,12 +116,7 @@ class DTConfig:
     """Gradient steps between evaluations (the last step is always evaluated)."""
     eval_max_steps: int = 27_000
     """Agent steps after which an evaluation game is cut (EnvPool's default Atari limit)."""
-    checkpoint_every_s: float = 60.0
-    """Seconds between checkpoints. One is also written after the first step and at the end."""
-    progress: bool = True
-    """Show progress: a bar on a terminal, else a line every few s."""
-    progress_every_s: float = 10.0
-    """Seconds between progress lines when not on a terminal."""
+    # +ProgressOptions
 
 
 RECIPES = Path(__file__).parent / "recipes"

@@ -12,7 +12,7 @@ from core.envs.make import imports_code
 from core.run.evaluation import mean_std, number
 from core.training.logging import MetricLogger, Progress
 from core.run.plotting import plot_learning_curve
-from core.run.runner import start_run, train_interruptibly
+from core.run.runner import run_started, train_interruptibly
 from dapo_dt.config import DTConfig, complete
 from dapo_dt.trainer import DTTrainer, human_normalised
 
@@ -38,12 +38,8 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
     from dapo_dt.data import load as load_dataset
 
     load_dataset(cfg.dataset)  # a missing or foreign dataset: one line before the run directory exists
-    cfg, run_dir, trainer, lock = start_run(cfg, resume, DTTrainer, checkpoint_keys=CHECKPOINT_KEYS,
-                                            step_key="grad_step", budget_key="grad_steps")
-    try:
-        return _train_and_report(cfg, run_dir, trainer, resume)
-    finally:
-        lock.release()
+    return run_started(cfg, resume, DTTrainer, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS, step_key="grad_step",
+                       budget_key="grad_steps")
 
 
 def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: bool) -> dict:

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from core.run import recipes
+from core.config.groups import ProgressOptions, RunOptions
 from core.config.options import MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers
 
 LM_ALGOS = ("grpo-lm", "dapo-lm")
 
 
 @dataclass
-class LMConfig:
+class LMConfig(RunOptions, ProgressOptions):
     """Train a small causal LM with GRPO or DAPO against a verifier (warm start, then RL)."""
 
     # --- experiment
@@ -33,16 +34,11 @@ class LMConfig:
     total_steps: int = 8192
     """RL budget in generated answers, filtered ones included (the warm start is extra). Rounded up to whole
     batches."""
-    seed: int = 1
-    """Seed of the model's initial weights, the problems drawn and the sampling (0 to 2**32-1)."""
-    recipe: tuple[str, ...] = ()
-    """Recipes applied on top of the algorithm's, in order (e.g. the ladder's lm-clip-higher). Names or YAML paths."""
+    # +RunOptions
     device: str = "auto"
-    """auto | cpu | cuda | cuda:N (auto: CUDA when available, with bf16 autocast)."""
+    """auto, cpu, cuda or cuda:N (auto: CUDA when available, with bf16 autocast)."""
     run_dir: Optional[str] = None
-    """Output directory (default: runs/<task>__<algo>__s<seed>__<time>)."""
-    torch_threads: int = 1
-    """CPU threads for torch."""
+    """Output directory (default: runs/<task>__<algo>__s<seed>__<time>). One writer at a time holds it."""
 
     # --- model
     model_dir: Optional[str] = None
@@ -129,12 +125,7 @@ class LMConfig:
     eval_every: int = 0
     """Evaluate on the held-out problems every this many generated answers too (0: only after warm start and at
     the end)."""
-    checkpoint_every_s: float = 60.0
-    """Seconds between checkpoints. One is also written after the first iteration, at the end and on Ctrl-C."""
-    progress: bool = True
-    """Show progress: a bar on a terminal, else a line every few s."""
-    progress_every_s: float = 10.0
-    """Seconds between progress lines when not on a terminal."""
+    # +ProgressOptions
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
 

@@ -1,11 +1,8 @@
 """The sequence-generation family: GRPO-LM and DAPO-LM on locally generated tasks (see :mod:`core.run.registry`).
-Each method imports the module it calls when called, so listing the algorithms imports no trainer."""
+Only :meth:`SequenceGeneration.run_side` imports the runner, so listing the algorithms imports no trainer."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-from core.run.registry import Family
+from core.run.registry import Family, RunSide
 from dapo_lm import config
 
 
@@ -15,49 +12,16 @@ class SequenceGeneration(Family):
     name = "Sequence generation"
     algos = config.LM_ALGOS
     example = "dapo-lm"
+    config_class = config.LMConfig
+    recipes_dir = config.RECIPES
     default_eval_episodes = None  # dapo eval: the run's held-out problems (--eval-problems) unless --episodes
 
-    def config_class(self) -> type:
-        return config.LMConfig
+    def run_side(self) -> RunSide:
+        from dapo_lm import api, runner
 
-    def resolve(self, explicit: dict[str, Any], trust_env: bool = False):
-        return config.resolve(explicit, trust_env=trust_env)
-
-    def complete(self, cfg):
-        return config.complete(cfg)
-
-    def run(self, cfg, resume: bool):
-        from dapo_lm.runner import run_experiment
-
-        return run_experiment(cfg, resume)
-
-    def load_config(self, run_dir: Path, trust_env: bool = False):
-        from dapo_lm.runner import load_run_config
-
-        return load_run_config(run_dir, trust_env=trust_env)
-
-    def evaluate(self, run_dir: Path, episodes, seed: int, device: str, deterministic, trust_env: bool = False):
-        from dapo_lm.runner import evaluate_run
-
-        return evaluate_run(run_dir, episodes, seed, device, deterministic, trust_env=trust_env)
-
-    def load(self, run_dir: Path, device: str = "cpu", env=None, trust_env: bool = False):
-        from dapo_lm.api import load
-
-        return load(run_dir, device=device, env=env, trust_env=trust_env)
-
-    def summary_line(self, summary: dict) -> str:
-        from dapo_lm.runner import summary_line
-
-        return summary_line(summary)
-
-    def eval_line(self, returns) -> str:
-        from dapo_lm.runner import eval_line
-
-        return eval_line(returns)
-
-    def recipes_dir(self) -> Path:
-        return config.RECIPES
+        return RunSide(resolve=config.resolve, complete=config.complete, run=runner.run_experiment,
+                       load_config=runner.load_run_config, evaluate=runner.evaluate_run, load=api.load,
+                       summary_line=runner.summary_line, eval_line=runner.eval_line)
 
 
 FAMILY = SequenceGeneration()

@@ -14,7 +14,7 @@ from core.config.options import RunInterrupted, check_device
 from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
-from core.run.runner import budget_line, start_run, train_interruptibly
+from core.run.runner import budget_line, run_started, train_interruptibly
 from dapo_lm.config import LMConfig, complete
 
 CHECKPOINT_KEYS = ("global_step", "warm_step", "model", "optimizer", "rng")
@@ -61,11 +61,7 @@ def run_experiment(cfg: LMConfig, resume: bool = False) -> dict:
         cfg = dataclasses.replace(cfg, run_dir=default_run_dir(cfg))
     from dapo_lm.trainer import LMTrainer
 
-    cfg, run_dir, trainer, lock = start_run(cfg, resume, LMTrainer, checkpoint_keys=CHECKPOINT_KEYS)
-    try:
-        return _train_and_report(cfg, run_dir, trainer, resume)
-    finally:
-        lock.release()
+    return run_started(cfg, resume, LMTrainer, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS)
 
 
 def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> dict:

@@ -12,7 +12,8 @@ from typing import Any, Literal, Optional
 
 from core.run import recipes
 from core.config.parsing import parse_kwargs_text
-from core.config.groups import HEALTH_FIELDS, DivergenceOptions, HealthOptions, SamplerOptions
+from core.config.groups import (HEALTH_FIELDS, DivergenceOptions, HealthOptions, ProgressOptions, RunOptions,
+                                SamplerOptions)
 from core.config.options import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg", "dapo-maddpg")
@@ -21,7 +22,7 @@ ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
 
 
 @dataclass
-class MAConfig(SamplerOptions, HealthOptions, DivergenceOptions):
+class MAConfig(RunOptions, SamplerOptions, HealthOptions, DivergenceOptions, ProgressOptions):
     """Train IPPO, MAPPO, DAPO-MA or MADDPG on a PettingZoo parallel environment."""
 
     # --- experiment
@@ -38,16 +39,7 @@ class MAConfig(SamplerOptions, HealthOptions, DivergenceOptions):
     MADDPG with shared replay priorities and per-agent clips (docs/algorithms.md)."""
     total_steps: int = 200_000
     """Total environment steps: joint steps of one env copy (all agents act once), summed over copies."""
-    seed: int = 1
-    """Seed of torch, NumPy, the envs and the sampler (0 .. 2**32-1)."""
-    recipe: tuple[str, ...] = ()
-    """Recipes applied on top of the algorithm's, in order. Names of shipped recipes or YAML paths."""
-    device: str = "auto"
-    """auto | cpu | cuda (auto picks CUDA when available)."""
-    run_dir: Optional[str] = None
-    """Output directory (default: runs/<env>__<algo>__s<seed>__<time>)."""
-    torch_threads: int = 1
-    """CPU threads for torch; small MLPs run fastest single-threaded."""
+    # +RunOptions
 
     # --- rollout
     num_envs: Optional[int] = None
@@ -142,12 +134,7 @@ class MAConfig(SamplerOptions, HealthOptions, DivergenceOptions):
     # --- runtime
     eval_episodes: int = 10
     """Evaluation episodes at the end of training (deterministic policy)."""
-    checkpoint_every_s: float = 60.0
-    """Seconds between checkpoints. One is also written after the first update, at the end and on Ctrl-C."""
-    progress: bool = True
-    """Show progress: a bar on a terminal, else a line every few s."""
-    progress_every_s: float = 10.0
-    """Seconds between progress lines when not on a terminal."""
+    # +ProgressOptions
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
 

@@ -1,5 +1,6 @@
 """What every multi-agent trainer shares: seeding, the batched envs, the outer loop with periodic
-checkpoints, episode and per-agent metrics, health-event bookkeeping and RNG state.
+checkpoints, episode and per-agent metrics, health-event bookkeeping (:class:`core.algo.health.HealthRecords`)
+and RNG state.
 
 Subclasses implement :meth:`MATrainerBase.iterate` (one collect-and-update step) and extend
 :meth:`state_dict` / :meth:`load_state_dict` with their networks and buffers.
@@ -15,7 +16,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from core.algo.health import HealthLog
+from core.algo.health import HealthLog, HealthRecords
 from core.training.checkpoint import save_checkpoint
 from core.training.logging import MetricLogger
 from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
@@ -23,7 +24,7 @@ from core.training.trainer import pick_device
 from dapo_ma.config import MAConfig, parse_env_kwargs
 from dapo_ma.envs import BatchedParallelEnv, EpisodeStats
 
-class MATrainerBase(ABC):
+class MATrainerBase(HealthRecords, ABC):
     def __init__(self, cfg: MAConfig, run_dir: Path):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = pick_device(cfg.device)
@@ -76,17 +77,6 @@ class MATrainerBase(ABC):
     def recent_return(self) -> float:
         """Mean of the last 10 finished training episodes' per-agent-averaged return (NaN before the first)."""
         return float(np.mean(self.recent_returns)) if self.recent_returns else math.nan
-
-    @property
-    def health_counts(self) -> dict[str, int]:
-        return self.health_log.counts
-
-    @property
-    def health_events(self) -> list[dict]:
-        return self.health_log.events
-
-    def record(self, name: str, detail: str) -> None:
-        self.health_log.record(self.global_step, name, detail)
 
     def save(self) -> None:
         save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())

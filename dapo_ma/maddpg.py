@@ -283,29 +283,30 @@ class MADDPGTrainer(MATrainerBase):
             batch = self.replay.sample(self.cfg.batch_size, self.generator)
         ranges = self.clips.ranges(self.global_step / self.cfg.total_steps, self.device) if self.clipping else None
         critic_loss, q_mean, td, critic_diag = self.critic_loss(batch, ranges, weights)
-        if not all_finite([critic_loss]):
-            self.record("non_finite", "non-finite MADDPG critic loss; step skipped")
+        if not self._step("critic", critic_loss, self.critic, self.critic_opt):
             return {}
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.max_grad_norm)
-        self.critic_opt.step()
         if self.prioritized:  # the drawn transitions' shared priority: the agents' mean |TD error|
             self.replay.update_priorities(idx, td.abs().mean(1))
             self.replay.sampler.temperature.on_update()
         actor_loss, actor_diag = self.actor_loss(batch, ranges, weights)
-        if not all_finite([actor_loss]):
-            self.record("non_finite", "non-finite MADDPG actor loss; step skipped")
+        if not self._step("actor", actor_loss, self.actor, self.actor_opt):
             return {}
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        nn.utils.clip_grad_norm_(self.actor.parameters(), self.cfg.max_grad_norm)
-        self.actor_opt.step()
         soft_update(self.target_critic, self.critic, self.cfg.tau)
         soft_update(self.target_actor, self.actor, self.cfg.tau)
         per_agent = {f"{name}_{i}": float(v) for name, values in (("q_mean", q_mean), *critic_diag.items(),
                                                                  *actor_diag.items()) for i, v in enumerate(values)}
         return {"critic_loss": float(critic_loss.detach()), "actor_loss": float(actor_loss.detach()), **per_agent}
+
+    def _step(self, what: str, loss: torch.Tensor, net: nn.Module, optimizer: torch.optim.Optimizer) -> bool:
+        """One clipped gradient step of ``net`` on ``loss``; a non-finite loss skips it (a health event): False."""
+        if not all_finite([loss]):
+            self._record("non_finite", f"non-finite MADDPG {what} loss; step skipped")
+            return False
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
+        optimizer.step()
+        return True
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),

@@ -150,7 +150,7 @@ class OnPolicyMATrainer(MATrainerBase):
                                      lambda mb: ranges.gather(mb.agent_id), self.update_settings)
         problem = self.guard.after_update(finite)
         if problem:
-            self.record("non_finite", problem)
+            self._record("non_finite", problem)
         return metrics
 
     def _evaluate(self, mb: MATransitions) -> Evaluation:
@@ -159,19 +159,15 @@ class OnPolicyMATrainer(MATrainerBase):
                           self.critic(mb.critic_obs, mb.agent_id))
 
     # --- state ---------------------------------------------------------------------------------
+    STATE = ("actor", "critic", "optimizer", "reward_scaler", "sampler", "clips")  # saved and loaded by name
+
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "reward_scaler": self.reward_scaler.state_dict(),
-                "sampler": self.sampler.state_dict(), "clips": self.clips.state_dict(),
+        return {**super().state_dict(), **{name: getattr(self, name).state_dict() for name in self.STATE},
                 "health": self.health.state_dict(), "last_good": self.guard.last_good}
 
     def load_state_dict(self, s: dict) -> None:
         super().load_state_dict(s)
-        self.actor.load_state_dict(s["actor"])
-        self.critic.load_state_dict(s["critic"])
-        self.optimizer.load_state_dict(s["optimizer"])
-        self.reward_scaler.load_state_dict(s["reward_scaler"])
-        self.sampler.load_state_dict(s["sampler"])
-        self.clips.load_state_dict(s["clips"])
+        for name in self.STATE:
+            getattr(self, name).load_state_dict(s[name])
         self.health.load_state_dict(health.upgrade_health_state(s["health"]))
         self.guard.last_good = s["last_good"]

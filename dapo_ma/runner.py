@@ -15,11 +15,12 @@ import numpy as np
 from core.training.checkpoint import write_json
 from core.config.parsing import load_run_config as read_run_config, required_fields
 from core.config.options import RunInterrupted
-from core.run.evaluation import mean_std, number
+from core.run.evaluation import mean_std
 from core.training.logging import MetricLogger, Progress, read_metrics
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
-from core.run.runner import budget_line, start_run, train_interruptibly
+from core.run.runner import budget_line, run_started, train_interruptibly
+from core.run.runner import summary_line as run_line
 from dapo_ma import maddpg, ppo
 from dapo_ma.config import MAConfig
 from dapo_ma.envs import imports_code
@@ -53,20 +54,14 @@ def final_return(metrics_csv: Path, updates: int = FINAL_UPDATES) -> float:
 
 
 def summary_line(s: dict) -> str:
-    return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
-            f"final_return_mean {number(s['final_return_mean'], '.2f')} (per agent); eval "
-            f"{number(s['eval_return_mean'], '.2f')} +- {number(s['eval_return_std'], '.2f')} (sample std); health "
-            f"events {s['health_events']}; outputs in {s['run_dir']}")
+    """The Gymnasium family's run line (the same summary keys), returns to two decimals and per agent."""
+    return run_line(s, ".2f", " (per agent)")
 
 
 def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
     """Train (or continue) a resolved run and write config.yaml, metrics.csv, tb/, checkpoint.pt, summary.json and
     learning_curve.png into its directory.  Returns the summary."""
-    cfg, run_dir, trainer, lock = start_run(cfg, resume, make_trainer)
-    try:
-        return _train_and_report(cfg, run_dir, trainer, resume)
-    finally:
-        lock.release()
+    return run_started(cfg, resume, make_trainer, _train_and_report)
 
 
 def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resume: bool) -> dict:

@@ -214,7 +214,7 @@ def test_ext_without_a_value_shows_an_ext_example(capsys):
 def test_run_dir_help_gives_the_names_runs_get(algo):
     from core.run.runner import default_run_dir
 
-    cls = plugins().family_of(algo).config_class()
+    cls = plugins().family_of(algo).config_class
     pattern = re.search(r"runs/(\S+)\)", field_docs(cls)[0]["run_dir"]).group(1)
     regex = re.escape(pattern).replace("<env>", "CartPole-v1").replace("<algo>", algo).replace("<seed>", "7")
     name = default_run_dir(cls(env="CartPole-v1", algo=algo, seed=7)).name
@@ -223,7 +223,7 @@ def test_run_dir_help_gives_the_names_runs_get(algo):
 
 @pytest.mark.parametrize("algo", FAMILIES)
 def test_option_help_speaks_cli_not_python(algo):
-    cls = plugins().family_of(algo).config_class()
+    cls = plugins().family_of(algo).config_class
     for name, doc in field_docs(cls)[0].items():
         assert not re.search(r"\bNone\b", doc), (name, doc)
 

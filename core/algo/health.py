@@ -172,6 +172,26 @@ class HealthLog:
         self.counts, self.events = dict(s["counts"]), list(s["events"])
 
 
+class HealthRecords:
+    """A trainer's health bookkeeping (mixed into core's and dapo_ma's trainers): the counts and events of its
+    :class:`HealthLog` ``health_log``, which the runners summarise and plot, and :meth:`_record` at its
+    ``global_step``."""
+
+    health_log: HealthLog
+    global_step: int
+
+    @property
+    def health_counts(self) -> dict[str, int]:
+        return self.health_log.counts
+
+    @property
+    def health_events(self) -> list[dict]:
+        return self.health_log.events
+
+    def _record(self, name: str, detail: str) -> None:
+        self.health_log.record(self.global_step, name, detail)
+
+
 @dataclass(frozen=True)
 class HealthRules:
     """The monitors' options.  The families differ only in their values: the single-agent trainer sets

@@ -12,6 +12,37 @@ from typing import Literal, Optional
 
 
 @dataclass
+class RunOptions:
+    """Where and how a run of dapo_ma, dapo_dt or dapo_lm is made: seed, recipes, device, directory, threads.  (The
+    Gymnasium family's config lists these options in two places, so it declares them itself.)"""
+
+    # --- experiment
+    seed: int = 1
+    """Seed of torch, NumPy and every random draw of the run (0 .. 2**32-1)."""
+    recipe: tuple[str, ...] = ()
+    """Recipes applied on top of the algorithm's, in order. Names of shipped recipes (dapo recipes) or YAML paths."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N (auto: CUDA when available)."""
+    run_dir: Optional[str] = None
+    """Output directory (default: runs/<env>__<algo>__s<seed>__<time>). One writer at a time holds it."""
+    torch_threads: int = 1
+    """CPU threads for torch."""
+
+
+@dataclass
+class ProgressOptions:
+    """How often a run of dapo_ma, dapo_dt or dapo_lm checkpoints and shows its progress (core.training.loop)."""
+
+    # --- runtime
+    checkpoint_every_s: float = 60.0
+    """Seconds between checkpoints. One is also written after the first iteration, at the end and on Ctrl-C."""
+    progress: bool = True
+    """Show progress: a bar on a terminal, else a line every few s."""
+    progress_every_s: float = 10.0
+    """Seconds between progress lines when not on a terminal."""
+
+
+@dataclass
 class SamplerOptions:
     """The temperature rule and importance weights of core's dynamic sampler (:mod:`core.algo.sampler`)."""
 

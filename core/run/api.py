@@ -85,16 +85,17 @@ def resolve(explicit: dict[str, Any], resume: Optional[Path] = None, family: Opt
             raise ConfigError("--run-dir cannot be combined with --resume; the resumed run stays in its directory")
         fam = _family_of_run(Path(resume))
         # an env given again confirms it: a different one is refused by resume_config before anything is made
-        saved = fam.load_config(Path(resume), trust_env=trust_env or "env" in explicit)
+        side = fam.run_side()
+        saved = side.load_config(Path(resume), trust_env=trust_env or "env" in explicit)
         overrides = {**explicit, "run_dir": str(resume)}
         saved_env = getattr(saved, "env", None)  # None: a family without envs (sequence generation)
         if "env" in overrides and overrides["env"] == saved_env:
             del overrides["env"]
         replaceable = ("env",) if env_callable and str(saved_env).startswith("dapo-local/") else ()
-        return fam, fam.complete(resume_config(type(saved), saved, overrides, replaceable))
+        return fam, side.complete(resume_config(type(saved), saved, overrides, replaceable))
     fam = family or family_for(explicit)
-    typed = coerce_mapping({k: v for k, v in explicit.items()}, fam.config_class(), "options")
-    return fam, fam.resolve(typed, trust_env=trust_env)
+    typed = coerce_mapping({k: v for k, v in explicit.items()}, fam.config_class, "options")
+    return fam, fam.run_side().resolve(typed, trust_env=trust_env)
 
 
 def _family_of_run(run_dir: Path) -> Family:
@@ -124,12 +125,12 @@ def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[
         fam = plugins().family_named(family)
     elif "algo" not in explicit and dataclasses.is_dataclass(config) and not isinstance(config, type):
         # a config object left at its defaults names no algorithm: its class names the family
-        fam = next((f for f in plugins().families if f.config_class() is type(config)), None)
+        fam = next((f for f in plugins().families if f.config_class is type(config)), None)
     env_callable = callable(explicit.get("env"))
     if env_callable:  # recorded as 'module:name' so that eval and resume can make it again
         explicit["env"] = (fam or family_for(explicit)).env_reference(explicit["env"])
     fam, cfg = resolve(explicit, None if resume is None else Path(resume), fam, trust_env, env_callable)
-    summary = fam.run(cfg, resume is not None)
+    summary = fam.run_side().run(cfg, resume is not None)
     return RunResult(Path(cfg.run_dir) if summary is None else Path(summary["run_dir"]), summary or {}, cfg)
 
 
@@ -139,7 +140,7 @@ def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, C
     callable that cannot be imported by name); ``trust_env=True`` confirms a saved env that would import code named
     by the run's config.yaml (core/config/trust.py)."""
     fam = _family_of_run(Path(run_dir))
-    return fam.load(Path(run_dir), device=device, env=env, trust_env=trust_env)
+    return fam.run_side().load(Path(run_dir), device=device, env=env, trust_env=trust_env)
 
 
 def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callable] = None,

@@ -20,7 +20,7 @@ import yaml
 from core.training.checkpoint import DiskFull
 from core.config.parsing import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
-from core.run.registry import Family, Plugins, plugins
+from core.run.registry import Command, Family, Plugins, plugins
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
@@ -65,7 +65,7 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    config_cls = family.config_class()
+    config_cls = family.config_class
     names = {f.name for f in dataclasses.fields(config_cls)}
     usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
     run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
@@ -134,14 +134,15 @@ def explicit_from_args(args: argparse.Namespace, names: set[str]) -> dict:
 def _run(args, family: Family) -> int:
     from core.run import api
 
-    names = {f.name for f in dataclasses.fields(family.config_class())}
+    names = {f.name for f in dataclasses.fields(family.config_class)}
     explicit = explicit_from_args(args, names - {"recipe", "extensions"})
     if args.resume is not None and ("recipe" in explicit or "extensions" in explicit):
         raise ConfigError("--recipe/--config/--ext cannot be combined with --resume; the run's own config.yaml is used")
     fam, cfg = api.resolve(explicit, args.resume, family, trust_env=args.trust_env)
-    summary = fam.run(cfg, args.resume is not None)
+    side = fam.run_side()
+    summary = side.run(cfg, args.resume is not None)
     if summary is not None:  # None: a data-parallel rank other than 0
-        print(fam.summary_line(summary))
+        print(side.summary_line(summary))
     return 0
 
 
@@ -154,51 +155,56 @@ def _eval(args, family: Family) -> int:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
-    returns = family.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
-                              trust_env=args.trust_env)
-    print(family.eval_line(returns))
+    side = family.run_side()
+    returns = side.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
+                            trust_env=args.trust_env)
+    print(side.eval_line(returns))
     return 0
-
-
-def add_recipes_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", help="A recipe to show with its base recipes merged in (any family's, or a "
-                                          "YAML path)")
 
 
 def _recipe_dirs(found: Plugins) -> list[tuple[Family, Path]]:
     """Each family with the folder of its shipped recipes."""
-    return [(fam, Path(folder)) for fam in found.families if (folder := fam.recipes_dir()) is not None]
+    return [(fam, Path(folder)) for fam in found.families if (folder := fam.recipes_dir) is not None]
 
 
-def recipes_command(args) -> int:
+class Recipes(Command):
     """``dapo recipes``: every family's shipped recipes, grouped by family; ``dapo recipes NAME`` shows one merged
     with its base recipes, checked against its family's options."""
-    from core.run import recipes
 
-    found = plugins()
-    dirs = _recipe_dirs(found)
-    if args.name is None:
-        listed = [(fam, recipes.describe([folder])) for fam, folder in dirs]
-        width = max((len(name) for _, found_recipes in listed for name in found_recipes), default=0)
-        for fam, found_recipes in listed:
-            print(f"{fam.name} ({', '.join(fam.algos)}):")
-            for name, description in found_recipes.items():
-                print(f"  {name:{width}s}  {description}")
-        print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
+    name = "recipes"
+    help = "list the shipped recipes, or show one (dapo recipes NAME)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("name", nargs="?", help="A recipe to show with its base recipes merged in (any family's, "
+                                                    "or a YAML path)")
+
+    def run(self, args) -> int:
+        from core.run import recipes
+
+        found = plugins()
+        dirs = _recipe_dirs(found)
+        if args.name is None:
+            listed = [(fam, recipes.describe([folder])) for fam, folder in dirs]
+            width = max((len(name) for _, found_recipes in listed for name in found_recipes), default=0)
+            for fam, found_recipes in listed:
+                print(f"{fam.name} ({', '.join(fam.algos)}):")
+                for name, description in found_recipes.items():
+                    print(f"  {name:{width}s}  {description}")
+            print("Apply one with: dapo run --recipe NAME (or a YAML path); show one with: dapo recipes NAME")
+            return 0
+        if recipes.is_path(args.name):
+            fam = found.select(recipes=[args.name])
+            matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
+        else:
+            matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
+        if not matches:
+            names = ", ".join(name for _, folder in dirs for name in recipes.describe([folder]))
+            raise ConfigError(f"unknown recipe '{args.name}'; shipped recipes: {names} (or give a path to a YAML file)")
+        for fam, folder in matches:
+            if len(matches) > 1:
+                print(f"# {fam.name}")
+            print(yaml.safe_dump(recipes.load(args.name, fam.config_class, [folder]), sort_keys=False).rstrip())
         return 0
-    if recipes.is_path(args.name):
-        fam = found.select(recipes=[args.name])
-        matches = [(fam, next((d for f, d in dirs if f is fam), recipes.HERE))]
-    else:
-        matches = [(fam, folder) for fam, folder in dirs if (folder / f"{args.name}.yaml").is_file()]
-    if not matches:
-        names = ", ".join(name for _, folder in dirs for name in recipes.describe([folder]))
-        raise ConfigError(f"unknown recipe '{args.name}'; shipped recipes: {names} (or give a path to a YAML file)")
-    for fam, folder in matches:
-        if len(matches) > 1:
-            print(f"# {fam.name}")
-        print(yaml.safe_dump(recipes.load(args.name, fam.config_class(), [folder]), sort_keys=False).rstrip())
-    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -34,7 +34,7 @@ def _run_parser(fam, found) -> argparse.ArgumentParser:
 
 def family_rows(fam, found) -> list[str]:
     """The family's ``dapo run`` flags as Markdown tables, one per help group."""
-    cls = fam.config_class()
+    cls = fam.config_class
     docs, fields = field_docs(cls)[0], {f.name: f for f in dataclasses.fields(cls)}
     lines = []
     for group in _run_parser(fam, found)._action_groups:

@@ -6,8 +6,9 @@ implementing :class:`Family`, and other packages may add ``dapo`` subcommands (:
 importable top-level package whose name starts with ``dapo_`` (source checkouts on PYTHONPATH), and in the modules
 named by the ``DAPO_PLUGINS`` environment variable (comma-separated).  An entry point or a ``DAPO_PLUGINS`` item
 names a module (which exposes ``FAMILY`` and/or ``COMMANDS``) or, as ``module:attribute``, a Family or Command class
-or object.  A family's methods import its trainer and runner inside themselves, so listing the algorithms for
-``--help`` imports no trainer; each method is a plain call an editor can follow to the family's code.
+or object.  A family imports its trainer and runner only in :meth:`Family.run_side`, so listing the algorithms for
+``--help`` imports no trainer; the :class:`RunSide` it returns names the family's own functions, which an editor
+can follow to the family's code.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import types
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
 from core.config.options import ConfigError
 from core.config.parsing import read_yaml
@@ -34,54 +35,68 @@ def load_ref(ref: str) -> Any:
     return obj
 
 
+def returns_line(returns: Any) -> str:
+    """The line ``dapo eval`` prints unless a family says otherwise: the returns' mean and sample std."""
+    from core.run.evaluation import mean_std, number
+
+    mean, std = mean_std(returns)
+    episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
+    return f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}"
+
+
+@dataclass(frozen=True)
+class RunSide:
+    """What a family does with a run: resolve its options, train it, and load, evaluate and describe a saved one.
+
+    :meth:`Family.run_side` imports its modules and builds this from their functions when a run is made or read, so
+    listing the algorithms for ``--help`` imports no trainer, and an editor follows each field from the family's
+    ``run_side`` to the family's code."""
+
+    resolve: Callable[..., Any]
+    """``(explicit, trust_env=False)``: explicit options (field -> typed value) -> the resolved config
+    (core/config/trust.py for ``trust_env``)."""
+    complete: Callable[[Any], Any]
+    """A saved config validated and completed, for resume and eval."""
+    run: Callable[[Any, bool], Optional[dict]]
+    """``(cfg, resume)``: train (or continue) a resolved run: its summary (None on non-main data-parallel ranks)."""
+    load_config: Callable[..., Any]
+    """``(run_dir, trust_env=False)``: the saved config of ``run_dir``; an env that would import code named by
+    config.yaml is refused unless ``trust_env``."""
+    evaluate: Callable[..., Any]
+    """``(run_dir, episodes, seed, device, deterministic, trust_env=False)``: evaluate a saved run: the values
+    :attr:`eval_line` prints (episode returns by default)."""
+    load: Callable[..., Any]
+    """``(run_dir, device="cpu", env=None, trust_env=False)``: the trained agent of ``run_dir`` (the Python API's
+    ``load``)."""
+    summary_line: Callable[[dict], str]
+    """The one line printed after a run."""
+    eval_line: Callable[[Any], str] = returns_line
+    """The line ``dapo eval`` prints."""
+
+
 @runtime_checkable
 class Family(Protocol):
     """One config class and trainer serving several algorithms (an algorithm is a config).
 
-    A family class may subclass this protocol to inherit the optional methods' defaults (:meth:`claims_env`,
-    :meth:`env_reference`, :meth:`eval_line`, :meth:`recipes_dir`)."""
+    A family states what ``--help``, ``dapo recipes`` and the choice of family need (cheap to import), and in
+    :meth:`run_side` the rest.  A family class may subclass this protocol to inherit the optional members' defaults
+    (:attr:`default_eval_episodes`, :attr:`recipes_dir`, :meth:`claims_env`, :meth:`env_reference`)."""
 
     name: ClassVar[str]
     """What it trains on, e.g. 'Gymnasium'."""
     algos: ClassVar[tuple[str, ...]]
     example: ClassVar[str]
     """An example --algo for this family's --help."""
+    config_class: ClassVar[type]
+    """The config dataclass (its fields are the ``dapo run`` flags)."""
+    recipes_dir: ClassVar[Optional[Path]] = None
+    """The folder of this family's shipped recipes, listed by ``dapo recipes`` (None: none)."""
     default_eval_episodes: ClassVar[Optional[int]] = 10
-    """Episodes ``dapo eval`` runs without --episodes; None: :meth:`evaluate` gets ``episodes=None`` (its own
-    default)."""
+    """Episodes ``dapo eval`` runs without --episodes; None: :attr:`RunSide.evaluate` gets ``episodes=None`` (its
+    own default)."""
 
-    def config_class(self) -> type:
-        """The config dataclass (its fields are the ``dapo run`` flags)."""
-        ...
-
-    def resolve(self, explicit: dict[str, Any], trust_env: bool = False) -> Any:
-        """Explicit options (field -> typed value) -> the resolved config (core/config/trust.py for trust_env)."""
-        ...
-
-    def complete(self, cfg: Any) -> Any:
-        """A saved config validated and completed, for resume and eval."""
-        ...
-
-    def run(self, cfg: Any, resume: bool) -> Optional[dict]:
-        """Train (or continue) a resolved run: its summary (None on non-main data-parallel ranks)."""
-        ...
-
-    def load_config(self, run_dir: Path, trust_env: bool = False) -> Any:
-        """The saved config of ``run_dir``; an env that would import code named by config.yaml is refused unless
-        ``trust_env``."""
-        ...
-
-    def evaluate(self, run_dir: Path, episodes: Optional[int], seed: int, device: str,
-                 deterministic: Optional[bool], trust_env: bool = False) -> Any:
-        """Evaluate a saved run: the values :meth:`eval_line` prints (episode returns by default)."""
-        ...
-
-    def load(self, run_dir: Path, device: str = "cpu", env: Any = None, trust_env: bool = False) -> Any:
-        """The trained agent of ``run_dir`` (the Python API's ``load``)."""
-        ...
-
-    def summary_line(self, summary: dict) -> str:
-        """The one line printed after a run."""
+    def run_side(self) -> RunSide:
+        """The family's :class:`RunSide`, importing its runner and trainer (only when called)."""
         ...
 
     def claims_env(self, env: str) -> bool:
@@ -93,18 +108,6 @@ class Family(Protocol):
         from core.envs.make import env_reference
 
         return env_reference(factory)
-
-    def recipes_dir(self) -> Optional[Path]:
-        """The folder of this family's shipped recipes, listed by ``dapo recipes`` (None: none)."""
-        return None
-
-    def eval_line(self, returns: Any) -> str:
-        """The line ``dapo eval`` prints: the returns' mean and sample std."""
-        from core.run.evaluation import mean_std, number
-
-        mean, std = mean_std(returns)
-        episodes = f"{len(returns)} episode{'' if len(returns) == 1 else 's'}"
-        return f"eval_return_mean {number(mean, '.2f')} eval_return_std {number(std, '.2f')} (sample std) over {episodes}"
 
 
 @runtime_checkable

@@ -1,11 +1,13 @@
 """``dapo run`` for the Gymnasium family: one experiment end to end (train, checkpoint, evaluate, summarise, plot).
 
-Shared with the other families: :func:`start_run` (run directory checks, lock, checkpoint, config.yaml) and
-:func:`train_interruptibly` (Ctrl-C finishes the iteration and checkpoints).
+Shared with the other families: :func:`run_started` (:func:`start_run`: run directory checks, lock, checkpoint,
+config.yaml; then the family's training and report under the lock), :func:`train_interruptibly` (Ctrl-C finishes
+the iteration and checkpoints) and :func:`summary_line` (dapo_ma's too).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -164,6 +166,19 @@ def start_run(cfg, resume: bool, build: Callable[[Any, Path], Any], main: bool =
     return cfg, run_dir, trainer, lock
 
 
+def run_started(cfg, resume: bool, build: Callable[[Any, Path], Any], report: Callable[..., Any], main: bool = True,
+                **start: Any) -> Any:
+    """Every family's ``run_experiment``: :func:`start_run` (``start``: its keyword options), then
+    ``report(cfg, run_dir, trainer, resume)`` (train, evaluate, write the outputs) while the run directory's lock is
+    held; the lock is released after, also on a failure or Ctrl-C.  What ``report`` returns."""
+    cfg, run_dir, trainer, lock = start_run(cfg, resume, build, main, **start)
+    try:
+        return report(cfg, run_dir, trainer, resume)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def train_interruptibly(trainer, logger, progress) -> None:
     """``trainer.train`` where Ctrl-C finishes the current iteration, checkpoints and sets ``trainer.stop_requested``;
     a second Ctrl-C aborts the iteration at once (the last checkpoint stays; a checkpoint being written is finished
@@ -191,12 +206,13 @@ class NullLogger:
         pass
 
 
-def summary_line(s: dict) -> str:
-    """The run's last line; n/a for a number that is undefined (no finished episode, fewer than two eval episodes)."""
+def summary_line(s: dict, spec: str = ".1f", returns: str = "") -> str:
+    """The run's last line; n/a for a number that is undefined (no finished episode, fewer than two eval episodes).
+    ``spec`` formats the returns; ``returns`` says what a return is (dapo_ma's line: " (per agent)")."""
     return (f"{s['algo']} on {s['env']}: {s['total_steps']} steps in {s['wall_time_s']:.0f}s ({s['sps']:.0f} SPS); "
-            f"final_return_mean {number(s['final_return_mean'])}; eval {number(s['eval_return_mean'])} "
-            f"+- {number(s['eval_return_std'])} (sample std); health events {s['health_events']}; outputs in "
-            f"{s['run_dir']}")
+            f"final_return_mean {number(s['final_return_mean'], spec)}{returns}; eval "
+            f"{number(s['eval_return_mean'], spec)} +- {number(s['eval_return_std'], spec)} (sample std); health "
+            f"events {s['health_events']}; outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
@@ -204,15 +220,11 @@ def run_experiment(cfg: TrainConfig, resume: bool = False) -> Optional[dict]:
     learning_curve.png into its directory.  Returns the summary (``None`` on data-parallel ranks other than 0,
     which write nothing)."""
     main = int(os.environ.get("RANK", "0")) == 0
-    cfg, run_dir, trainer, lock = start_run(cfg, resume, Trainer, main, CHECKPOINT_KEYS)
-    try:
-        return _train_and_report(cfg, run_dir, trainer, resume, main)
-    finally:
-        if lock is not None:
-            lock.release()
+    return run_started(cfg, resume, Trainer, functools.partial(_train_and_report, main=main), main,
+                       checkpoint_keys=CHECKPOINT_KEYS)
 
 
-def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, main: bool) -> Optional[dict]:
+def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume: bool, *, main: bool) -> Optional[dict]:
     if main:
         family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
         print(settings_line(cfg, trainer.extensions, family, resumed=resume), flush=True)

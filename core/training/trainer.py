@@ -27,7 +27,7 @@ from core.config.options import TrainConfig, check_device
 from core.training.distributed import Distributed
 from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.algo.schedules import ClipSchedule
-from core.algo.health import HealthController, HealthLog, HealthRules, Messages, NonFiniteGuard
+from core.algo.health import HealthController, HealthLog, HealthRecords, HealthRules, Messages, NonFiniteGuard
 from core.training.logging import MetricLogger
 from core.training.loop import env_budget_spent, rng_state, seed_everything, set_rng_state, train_loop
 from core.algo.advantages import explained_variance
@@ -61,7 +61,7 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -
                        flat(advantages), flat(returns))
 
 
-class Trainer:
+class Trainer(HealthRecords):
     def __init__(self, cfg: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = Distributed.local_device(pick_device(cfg.device))
@@ -209,18 +209,7 @@ class Trainer:
     def _evaluate(self, mb: Transitions) -> Evaluation:
         return Evaluation(*self.actor.evaluate(mb.obs, mb.actions), self.critic(mb.obs))
 
-    # --- health (docs/algorithms.md) ---------------------------------------------------------------------
-    @property
-    def health_counts(self) -> dict[str, int]:
-        return self.health_log.counts
-
-    @property
-    def health_events(self) -> list[dict]:
-        return self.health_log.events
-
-    def _record(self, name: str, detail: str) -> None:
-        self.health_log.record(self.global_step, name, detail)
-
+    # --- health (docs/algorithms.md; the counts and events: HealthRecords) ---------------------------
     def _watch_health(self, episodes: list[Episode], v_loss: float) -> None:
         """The controller's one agent: the episodes' returns ``(n, 1)``, the update's value loss ``(1,)``."""
         self.health.watch(self.global_step, np.array([e.score for e in episodes], dtype=np.float64).reshape(-1, 1),
