@@ -112,7 +112,7 @@ WORKERS = {"ours": work_ours, "sb3": work_sb3, "raw": work_raw}
 
 # --- driver ------------------------------------------------------------------------------------------
 def run_worker(kind: str, **kw) -> dict:
-    cmd = [sys.executable, __file__, "--worker", json.dumps({"kind": kind, **kw})]
+    cmd = [sys.executable, "-m", "experiments.bench_throughput", "--worker", json.dumps({"kind": kind, **kw})]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     if proc.returncode != 0:
         raise RuntimeError(f"worker {kind} {kw} failed:\n{proc.stderr[-2000:]}")

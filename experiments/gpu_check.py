@@ -370,7 +370,8 @@ def main(argv=None) -> int:
     rows = []
     limits = {"mlp": 150, "atari": 100, "dt": 60, "lm": 60}
     for bench, limit in limits.items():
-        _, text = check.run(f"throughput {bench}", [PY, __file__, "--bench", bench, "--devices", ",".join(devices)]
+        _, text = check.run(f"throughput {bench}", [PY, "-m", "experiments.gpu_check", "--bench", bench,
+                                                       "--devices", ",".join(devices)]
                             + (["--tiny"] if args.tiny else []), limit)
         rows += [json.loads(x[4:]) for x in text.splitlines() if x.startswith("ROW ")]
     write_throughput(rows, args.out)

@@ -58,8 +58,8 @@ def run_one(runs: Path, env: str, variant: str, flags, seed: int, steps: int) ->
     if flags is None:
         if (d / "summary.json").exists():
             return f"skip {d}"
-        return run_command([sys.executable, str(Path(__file__).resolve()), "--sb3-worker", env, str(seed), str(steps),
-                            str(d)], d)
+        return run_command([sys.executable, "-m", "experiments.mujoco_benchmark", "--sb3-worker", env, str(seed),
+                            str(steps), str(d)], d)
     return run_cli(d, ["--env", env, *flags, "--seed", str(seed), "--total-steps", str(steps), "--no-progress",
                        "--no-tensorboard"])
 

@@ -6,7 +6,7 @@ second ``Trainer.iterate()`` and lists every file of ``core``/``dapo_*`` whose c
 Logging, checkpointing and progress output are outside ``iterate`` and do not count.
 
     python -m experiments.read_path --env CartPole-v1
-    python -m experiments.read_path --env HalfCheetah-v5
+    python -m experiments.read_path --env HalfCheetah-v5 --recipe dapo-mujoco
 """
 from __future__ import annotations
 
@@ -49,8 +49,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env", default="CartPole-v1")
     p.add_argument("--algo", default="dapo")
+    p.add_argument("--recipe", action="append", default=[], help="a recipe to apply (repeatable), e.g. dapo-mujoco")
     a = p.parse_args(argv)
-    files = files_run(a.env, a.algo)
+    files = files_run(a.env, a.algo, {"recipe": tuple(a.recipe)} if a.recipe else None)
     for f, n in files.items():
         print(f"{n:5d}  {f}")
     print(f"{sum(files.values()):5d}  lines in {len(files)} files ({a.algo} on {a.env})")
