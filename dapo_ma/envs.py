@@ -31,8 +31,10 @@ _LOCAL: dict[str, Callable[..., Any]] = {}  # env factories given as Python call
 
 
 def claims_env(name: str) -> bool:
-    """True for env strings only this family understands (mpe2 task names)."""
-    return name in mpe_env_names() or name.startswith("simple_")
+    """True for env strings only this family understands: mpe2 task names, and factories from the mpe2 and
+    pettingzoo packages (``mpe2.simple_spread_v3:parallel_env``)."""
+    package = name.partition(":")[0].split(".")[0]
+    return name in mpe_env_names() or name.startswith("simple_") or (":" in name and package in ("mpe2", "pettingzoo"))
 
 
 def env_reference(factory: Callable[..., Any]) -> str:

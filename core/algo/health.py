@@ -22,6 +22,21 @@ from core.algo.schedules import ClipSchedule
 HEALTH_EVENTS = ("policy_collapse", "value_divergence", "non_finite")
 CRITIC_LR_CUT = 0.5  # the divergence remedy halves the critic learning rate ...
 EPS_V_WIDEN = 1.2    # ... and enlarges the diverging agent's eps_V by 20%
+REMEDIES = {  # what each event's remedy did, in words for the console (docs/algorithms.md: health monitors)
+    "policy_collapse": "restored the policy of the best recent returns and widened eps_pi by 50% (the first time)",
+    "value_divergence": f"multiplied the critic learning rate by {CRITIC_LR_CUT} and eps_V by {EPS_V_WIDEN}",
+    "non_finite": "skipped the update and restored the last finite weights",
+}
+
+
+def event_lines(events: Sequence[dict], most: int = 5) -> list[str]:
+    """One line per health event ``{"step", "event", "detail"}`` saying what happened and what the remedy did; at
+    most ``most``, then a count of the rest."""
+    lines = [f"health: {e['event']} at step {e['step']} ({e['detail']}): {REMEDIES.get(e['event'], 'no remedy')}"
+             for e in events[:most]]
+    if len(events) > most:
+        lines.append(f"health: {len(events) - most} more events in summary.json (health_event_log)")
+    return lines
 
 class PolicyCollapseMonitor:
     """Fires when recent returns lose most of a *significant* improvement.

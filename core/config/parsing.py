@@ -344,6 +344,13 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path} is not valid YAML{where}; fix the syntax") from e
 
 
+# Option names of Stable-Baselines3 and CleanRL that users type by habit -> ours (for the "did you mean" hint)
+PEER_NAMES = {"learning_rate": "lr", "n_steps": "num_steps", "n_epochs": "num_epochs", "update_epochs": "num_epochs",
+              "n_envs": "num_envs", "total_timesteps": "total_steps", "clip_range": "clip_eps", "clip_coef": "clip_eps",
+              "clip_range_vf": "clip_value", "normalize_advantage": "norm_adv", "num_minibatch": "num_minibatches",
+              "batch_size": "num_minibatches", "anneal_learning_rate": "anneal_lr"}
+
+
 def coerce_mapping(raw: Any, cls: type, where: str, reserved: tuple[str, ...] = ()) -> dict[str, Any]:
     """Field values from a YAML mapping (keys with dashes or underscores), type-checked; ``reserved`` keys pass
     through unchecked."""
@@ -359,7 +366,7 @@ def coerce_mapping(raw: Any, cls: type, where: str, reserved: tuple[str, ...] = 
             out[name] = value
             continue
         if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
+            close = [PEER_NAMES[name]] if PEER_NAMES.get(name) in names else difflib.get_close_matches(name, names, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise ConfigError(f"{where}: unknown option '{key}'{hint}")
         out[name] = coerce(name, value, hints[name], where)

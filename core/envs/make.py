@@ -35,6 +35,9 @@ def _import_module(module: str, env: str):
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
+        if e.name and e.name != module and not module.startswith(e.name + "."):  # found, but its own import failed
+            raise ConfigError(f"--env {env}: module '{module}' imports '{e.name}', which is not installed; install it "
+                              f"(pip install {e.name.split('.')[0]})") from e
         raise ConfigError(f"--env {env}: cannot import module '{module}' ({e}); put it on PYTHONPATH "
                           "(the run directory's env must stay importable for eval and --resume)") from e
     except Exception as e:  # the user's module failed while importing

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -89,7 +90,9 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     ev.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
     ev.add_argument("--episodes", type=int, default=None,
                     help="Episodes to run [10; grpo-lm/dapo-lm: held-out problems, the run's --eval-problems]")
-    ev.add_argument("--seed", type=int, default=12345, help="Env seed [12345]")
+    ev.add_argument("--seed", type=int, default=12345,
+                    help="Seed of the evaluation envs [12345; the run's own evaluation in summary.json used its "
+                         "--seed + 10000, so the two see other episodes]")
     ev.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N [cpu]")
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
                     help="Sample actions instead of taking the mean/argmax [on if the run's eval_deterministic is "
@@ -142,7 +145,9 @@ def _run(args, family: Family) -> int:
     side = fam.run_side()
     summary = side.run(cfg, args.resume is not None)
     if summary is not None:  # None: a data-parallel rank other than 0
-        print(side.summary_line(summary))
+        from core.algo.health import event_lines
+
+        print("\n".join([*event_lines(summary.get("health_event_log", [])), side.summary_line(summary)]))
     return 0
 
 
@@ -158,7 +163,7 @@ def _eval(args, family: Family) -> int:
     side = family.run_side()
     returns = side.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
                             trust_env=args.trust_env)
-    print(side.eval_line(returns))
+    print(f"{side.eval_line(returns)} (env seed {args.seed})")
     return 0
 
 
@@ -203,6 +208,9 @@ class Recipes(Command):
         for fam, folder in matches:
             if len(matches) > 1:
                 print(f"# {fam.name}")
+            described = recipes.describe([folder]).get(args.name) if not recipes.is_path(args.name) else None
+            if described:  # what the recipe is for, before the values it sets
+                print(textwrap.indent(textwrap.fill(described, 110), "# "))
             print(yaml.safe_dump(recipes.load(args.name, fam.config_class, [folder]), sort_keys=False).rstrip())
         return 0
 

@@ -43,7 +43,10 @@ def resolve_for_env(explicit: dict[str, Any], trust_env: bool = False) -> TrainC
     top, source = recipes.user_layer(given, TrainConfig)
     env_id = top.get("env", TrainConfig.env)
     check_env(env_id, f"recipe {source}", trust_env or source is None, imports_code)
-    env = make_env(env_id, top.get("env_kwargs"))
+    try:
+        env = make_env(env_id, top.get("env_kwargs"))
+    except ConfigError as e:
+        raise _other_family_hint(env_id, top.get("algo", TrainConfig.algo)) or e
     try:
         family = env_family(env.observation_space, env.action_space, env_id)
         cfg = presets.resolve(given, family)
@@ -51,6 +54,18 @@ def resolve_for_env(explicit: dict[str, Any], trust_env: bool = False) -> TrainC
     finally:
         env.close()
     return cfg
+
+
+def _other_family_hint(env_id: str, algo: str) -> Optional[ConfigError]:
+    """When another family claims an env the Gymnasium family cannot make (a PettingZoo task given to ppo): one line
+    naming that family's algorithms, instead of Gymnasium's complaint."""
+    from core.run.registry import plugins
+
+    other = plugins().family_for_env(env_id)
+    if other is None or algo in other.algos:
+        return None
+    return ConfigError(f"--env {env_id} is a {other.name} env, which --algo {algo} cannot train; use one of "
+                       f"{', '.join(other.algos)} (e.g. --algo {other.example})")
 
 
 def resume_config(cls: type, saved, overrides: dict[str, Any], replaceable: tuple[str, ...] = ()):

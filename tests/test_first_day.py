@@ -1,0 +1,46 @@
+"""Rough edges a newcomer's first day found (issue #58, item 7): each fixed where a test can see it."""
+import pytest
+
+from core.algo.health import event_lines
+from core.run.cli import main
+
+
+def _refused(capsys, argv, tmp_path) -> str:
+    assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not (tmp_path / "run").exists(), err
+    return err
+
+
+@pytest.mark.parametrize("env", ["simple_spread_v3", "mpe2.simple_spread_v3:parallel_env"])
+def test_a_pettingzoo_env_given_to_a_single_agent_algorithm_names_the_multi_agent_ones(capsys, tmp_path, env):
+    err = _refused(capsys, ["run", "--env", env, "--algo", "ppo"], tmp_path)
+    assert "PettingZoo env" in err and "--algo mappo" in err
+
+
+def test_an_env_module_whose_own_dependency_is_missing_says_so(capsys, tmp_path, monkeypatch):
+    (tmp_path / "myenvs_missing_dep.py").write_text("import surely_not_installed_pkg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = _refused(capsys, ["run", "--env", "myenvs_missing_dep:Make"], tmp_path)
+    assert "imports 'surely_not_installed_pkg', which is not installed" in err and "PYTHONPATH" not in err
+
+
+def test_an_option_named_as_in_sb3_gets_our_name():
+    import core
+
+    with pytest.raises(core.ConfigError, match="unknown option 'learning_rate'; did you mean 'lr'"):
+        core.train(env="CartPole-v1", learning_rate=1e-3)
+
+
+def test_health_events_are_explained_with_their_remedy():
+    events = [{"step": 40960, "event": "policy_collapse", "detail": "recent mean far below best 212.0"}] * 7
+    lines = event_lines(events)
+    assert lines[0] == ("health: policy_collapse at step 40960 (recent mean far below best 212.0): restored the "
+                        "policy of the best recent returns and widened eps_pi by 50% (the first time)")
+    assert len(lines) == 6 and lines[-1].startswith("health: 2 more events")
+
+
+def test_recipes_show_their_description(capsys):
+    assert main(["recipes", "dapo-mujoco"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# DAPO's tuned MuJoCo settings") and "log_std_init: -1.0" in out
