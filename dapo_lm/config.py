@@ -144,9 +144,9 @@ INACTIVE_WHEN = {
 def fill_task_defaults(c: LMConfig) -> LMConfig:
     from dapo_lm.tasks import TASKS
 
-    task = TASKS[c.task]
-    return dataclasses.replace(c, max_new_tokens=c.max_new_tokens or task.max_new_tokens,
-                               overlong_buffer=c.overlong_buffer or task.overlong_buffer)
+    task = TASKS[c.task]  # only unset (None) fields: 0 is a value, which validate() refuses
+    return dataclasses.replace(c, max_new_tokens=task.max_new_tokens if c.max_new_tokens is None else c.max_new_tokens,
+                               overlong_buffer=task.overlong_buffer if c.overlong_buffer is None else c.overlong_buffer)
 
 
 def resolve(explicit, trust_env: bool = False) -> LMConfig:

@@ -33,20 +33,22 @@ WARM_CHUNK = 50  # supervised steps per iteration of the warm start (one metrics
 PROMPT_ROOM = 32  # positions reserved for prompts (the longest, countdown's, is 14 tokens)
 
 
+def n_positions(cfg: LMConfig) -> int:
+    """Positions the model needs: prompt room and the response limit."""
+    return PROMPT_ROOM + cfg.max_new_tokens
+
+
 class LMTrainer:
-    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None, model=None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         self.tok, self.task = CharTokenizer(), TASKS[cfg.task]
-        n_positions = PROMPT_ROOM + cfg.max_new_tokens
-        self.model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions, cfg.model_dir,
-                                 cfg.seed).to(self.device)
-        mc = self.model.config
-        have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", 0)
-        if have and have < n_positions:
-            raise ConfigError(f"--model-dir's model has {have} positions; this task needs {n_positions}")
+        if model is None:  # a --model-dir is read (and checked) by dapo_lm.model.load_model_dir
+            model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions(cfg),
+                                cfg.model_dir, cfg.seed)
+        self.model = model.to(self.device)
         self.rng = np.random.default_rng(cfg.seed)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling))
@@ -197,7 +199,7 @@ class LMTrainer:
                 mb = mb.to(dev)
                 norm = batch_normaliser(counted[mb], c.loss_aggregation, c.max_new_tokens)
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in mb.split(c.micro_batch_size or len(mb)):
+                for micro in mb.split(len(mb) if c.micro_batch_size is None else c.micro_batch_size):
                     with autocast(dev):
                         logp, ent = answer_logprobs(self.model, b.prompt_ids[micro], b.prompt_mask[micro],
                                                     b.tokens[micro], real[micro], with_entropy=True)
