@@ -51,7 +51,8 @@ class LMTrainer:
         self.model = model.to(self.device)
         self.rng = np.random.default_rng(cfg.seed)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling))
+        self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling),
+                                  criterion=cfg.group_filter, carry=True)
         self.health = LMHealth(cfg)
         self.heldout = self.task.heldout_set(cfg.eval_problems)
         self.global_step, self.warm_step, self.iteration, self.elapsed = 0, 0, 0, 0.0
@@ -132,7 +133,7 @@ class LMTrainer:
         groups, rewards = generate_groups(self.model, self.tok, self.task, problems, self.cfg, self.device, self.gen)
         for grp in groups:
             self._generated.append(grp)
-        return groups, rewards
+        return groups, rewards, torch.stack([grp["correct"] for grp in groups])
 
     def rl_iterate(self) -> dict:
         c, t0 = self.cfg, time.perf_counter()

@@ -152,7 +152,7 @@ def test_trainer_update_is_the_same_with_gradient_accumulation(tmp_path, aggrega
                    "device": "cpu", "eval_problems": 4})
     trainer = LMTrainer(cfg, tmp_path)
     trainer._generated = []
-    groups, _ = trainer._round()
+    groups, _, _ = trainer._round()
     for g in groups:  # rewards with spread, so that every group carries a gradient
         g["rewards"] = torch.tensor([1.0, -1.0, -1.0, 1.0])
     results = []
