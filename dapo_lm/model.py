@@ -175,15 +175,19 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
     return Generated(tokens[:, :width].contiguous(), lengths, ~done)
 
 
-def answer_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, responses: Tensor,
-                    response_mask: Tensor, with_entropy: bool = False) -> tuple[Tensor, Optional[Tensor]]:
-    """Log-probabilities ``(N, R)`` of the response tokens under ``model`` (and the policy's entropy at each
-    response position, ``(N, R)``), from one forward pass over prompt and response."""
+def answer_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, responses: Tensor, response_mask: Tensor,
+                    with_entropy: bool = False, temperature: float = 1.0) -> tuple[Tensor, Optional[Tensor]]:
+    """Log-probabilities ``(N, R)`` of the response tokens under the policy that :func:`sample` draws from at
+    ``temperature``, ``log softmax(logits / T)`` (and that policy's entropy at each response position, ``(N, R)``),
+    from one forward pass over prompt and response.  The caller sets the model's mode (the RL trainer: eval, no
+    dropout)."""
     ids = torch.cat([prompt_ids, responses], 1)
     mask = torch.cat([prompt_mask, response_mask.long()], 1)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
     lp = prompt_ids.shape[1]
     logits = logits[:, lp - 1: lp - 1 + responses.shape[1]].float()  # the position before each response token
+    if temperature != 1.0:
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits, -1)
     logp = logp_all.gather(-1, responses[..., None]).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None

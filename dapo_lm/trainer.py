@@ -183,16 +183,23 @@ class LMTrainer:
         return metrics
 
     def update(self, groups: list[dict]) -> dict:
-        """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps."""
+        """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps.
+
+        pi_old and pi_theta are both scored as the answers were sampled: at ``--temperature`` (log softmax(logits /
+        T)) and in eval mode, without dropout (a --model-dir GPT-2 has dropout 0.1; a fresh one has none).  The
+        update's forward passes run without dropout too, as verl and TRL effectively do (dropout 0), so the ratio
+        is exactly 1 at identical weights and moves only with the weights; the warm start keeps the model's
+        dropout."""
         c, dev = self.cfg, self.device
         b = collate(groups, self.tok.pad_id).to(dev)
         adv = group_advantages(b.rewards, c.std_normalise).reshape(-1)                       # (N,)
         width = b.tokens.shape[1]
         real = response_mask(b.lengths, width, b.truncated, False)                            # (N, R)
         counted = response_mask(b.lengths, width, b.truncated, bool(c.filter_truncated))      # (N, R)
-        self.model.train()
+        self.model.eval()  # no dropout in pi_old nor in pi_theta: the ratio is exactly 1 at identical weights
         with torch.no_grad(), autocast(dev):
-            logp_old, _ = answer_logprobs(self.model, b.prompt_ids, b.prompt_mask, b.tokens, real)
+            logp_old, _ = answer_logprobs(self.model, b.prompt_ids, b.prompt_mask, b.tokens, real,
+                                          temperature=c.temperature)
         n = len(adv)
         sums = dict(loss=0.0, entropy=0.0, tokens=0.0, counted=0.0, low=0.0, high=0.0, kl=0.0, grad=0.0, steps=0)
         for _ in range(c.num_epochs):
@@ -203,7 +210,8 @@ class LMTrainer:
                 for micro in mb.split(len(mb) if c.micro_batch_size is None else c.micro_batch_size):
                     with autocast(dev):
                         logp, ent = answer_logprobs(self.model, b.prompt_ids[micro], b.prompt_mask[micro],
-                                                    b.tokens[micro], real[micro], with_entropy=True)
+                                                    b.tokens[micro], real[micro], with_entropy=True,
+                                                    temperature=c.temperature)
                     tok_loss, d = clipped_token_surrogate(logp, logp_old[micro], adv[micro], c.clip_eps_low,
                                                           c.clip_eps_high)
                     loss = aggregate(tok_loss, counted[micro], c.loss_aggregation, norm)

@@ -88,3 +88,82 @@ def test_the_std_filter_keeps_groups_by_reward_spread(tmp_path, monkeypatch):
     fake_rounds(monkeypatch, [[group(**WRONG_TWO_TRUNCATED), group(**ONE_RIGHT)]])
     m = LMTrainer(cfg, tmp_path).rl_iterate()
     assert (m["sampler/rounds"], m["sampler/filtered_share"], m["sampler/groups"]) == (1, 0.0, 2)
+
+
+# --- 2. log-probabilities at the sampling temperature --------------------------------------------------------------
+def test_old_log_probs_are_those_of_the_sampling_distribution(tmp_path, monkeypatch):
+    """pi_old of each sampled token equals the probability the sampler drew it with, softmax(logits / T)."""
+    cfg = resolve({"algo": "grpo-lm", **TINY, "prompts_per_batch": 2, "group_size": 2, "num_minibatches": 1,
+                   "temperature": 0.5})
+    trainer = LMTrainer(cfg, tmp_path)
+    drawn = []
+    multinomial = torch.multinomial
+
+    def recording(probs, n, generator=None):
+        tok = multinomial(probs, n, generator=generator)
+        drawn.append(probs.gather(-1, tok).squeeze(-1).log())
+        return tok
+
+    monkeypatch.setattr(torch, "multinomial", recording)
+    trainer._generated = []
+    groups, _, _ = trainer._round()
+    monkeypatch.setattr(torch, "multinomial", multinomial)
+    sampled = torch.stack(drawn, 1)                                          # (N, steps)
+    lengths = torch.cat([g["lengths"] for g in groups])
+    calls = capture_surrogate(monkeypatch)
+    trainer.update(groups)
+    logp_old = calls[0][1]
+    for i, n in enumerate(lengths.tolist()):
+        assert torch.allclose(logp_old[i, :n], sampled[i, :n], atol=1e-4), (i, logp_old[i, :n], sampled[i, :n])
+
+
+def test_answer_logprobs_and_entropy_at_a_temperature():
+    from dapo_lm.model import build_model, left_pad
+
+    model = build_model(TOK.vocab_size, 1, 2, 16, 64, seed=1).eval()
+    ids, mask = left_pad([TOK.encode("12+3=", bos=True)], TOK.pad_id, "cpu")
+    answer = torch.tensor([TOK.encode("15", eos=True)])
+    real = torch.ones_like(answer, dtype=torch.bool)
+    lp, ent = answer_logprobs(model, ids, mask, answer, real, with_entropy=True, temperature=2.0)
+    full = model(input_ids=torch.cat([ids, answer], 1)).logits[0, ids.shape[1] - 1:-1] / 2.0
+    expect = torch.log_softmax(full, -1)
+    assert torch.allclose(lp[0], expect.gather(-1, answer[0][:, None]).squeeze(-1), atol=1e-5)
+    assert torch.allclose(ent[0], -(expect.exp() * expect).sum(-1), atol=1e-5)
+
+
+# --- 3. no dropout in pi_old (nor in the update) -----------------------------------------------------------------------
+@pytest.fixture
+def dropout_model_dir(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=TOK.vocab_size, n_positions=128, n_embd=16, n_layer=1, n_head=2, bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0)  # GPT-2's dropout: 0.1 in residuals, embeddings, attention
+    assert config.resid_pdrop == 0.1
+    path = tmp_path / "model"
+    GPT2LMHeadModel(config).save_pretrained(path)
+    return str(path)
+
+
+def test_the_ratio_is_one_at_identical_weights_with_a_dropout_model(tmp_path, dropout_model_dir):
+    cfg = resolve({**{k: v for k, v in TINY.items() if not k.startswith("n_")}, "algo": "grpo-lm",
+                   "model_dir": dropout_model_dir, "prompts_per_batch": 2, "group_size": 4, "num_minibatches": 2,
+                   "run_dir": str(tmp_path / "run")})
+    trainer = LMTrainer(cfg, tmp_path / "run")
+    trainer._generated = []
+    groups, _, _ = trainer._round()
+    calls = []
+    real = dapo_lm.trainer.clipped_token_surrogate
+
+    def spy(logp_new, logp_old, adv, eps_low, eps_high):
+        loss, d = real(logp_new, logp_old, adv, eps_low, eps_high)
+        calls.append(d["ratio"].clone())
+        return loss, d
+
+    dapo_lm.trainer.clipped_token_surrogate, saved = spy, real
+    try:
+        trainer.update(groups)
+    finally:
+        dapo_lm.trainer.clipped_token_surrogate = saved
+    first = calls[0]  # the first minibatch: before any optimiser step, pi_theta = pi_old
+    assert torch.allclose(first, torch.ones_like(first), atol=1e-5), (first.min(), first.max())
