@@ -106,6 +106,9 @@ class LMConfig(RunOptions, ProgressOptions):
     group_filter: Literal["acc", "std"] = "acc"
     """Which groups dynamic sampling keeps: acc (DAPO as published: 0 < correct answers < G, by the verifier) | std
     (reward spread, for non-binary rewards; with the soft penalty it also keeps groups with no correct answer)."""
+    carry_surplus: bool = False
+    """Dynamic sampling: keep the informative groups beyond a full batch for the next one, each with the
+    log-probabilities of the policy that generated it (the ratio stays corrected); off: discarded, as in verl."""
     max_gen_rounds: int = 3
     """Dynamic sampling: generation rounds per batch at most; then the batch is trained short (one warning)."""
 
@@ -138,7 +141,7 @@ RECIPES = Path(__file__).parent / "recipes"  # one per algorithm, plus the ablat
 INACTIVE_WHEN = {
     "overlong_buffer": (lambda c: not c.soft_overlong_penalty, "it needs --soft-overlong-penalty"),
     **{k: (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling") for k in ("max_gen_rounds",
-                                                                                    "group_filter")},
+                                                                                    "group_filter", "carry_surplus")},
     **{k: (lambda c: c.warm_start_steps == 0, "it needs --warm-start-steps above 0")
        for k in ("warm_start_batch", "warm_start_lr")},
     **{k: (lambda c: c.model_dir is not None, "a --model-dir fixes the model's size") for k in ("n_layer", "n_head",

@@ -167,3 +167,42 @@ def test_the_ratio_is_one_at_identical_weights_with_a_dropout_model(tmp_path, dr
         dapo_lm.trainer.clipped_token_surrogate = saved
     first = calls[0]  # the first minibatch: before any optimiser step, pi_theta = pi_old
     assert torch.allclose(first, torch.ones_like(first), atol=1e-5), (first.min(), first.max())
+
+
+# --- 4. surplus groups ---------------------------------------------------------------------------------------------------
+THREE_GROUPS = [group(**ONE_RIGHT, seed=1), group(**ONE_RIGHT, prompt="7+8=", seed=2),
+                group(**ONE_RIGHT, prompt="40+2=", seed=3)]
+
+
+def test_surplus_groups_are_discarded_by_default(tmp_path, monkeypatch):
+    cfg = resolve({"algo": "dapo-lm", **TINY, "prompts_per_batch": 2, "group_size": 4, "num_minibatches": 1})
+    fake_rounds(monkeypatch, [THREE_GROUPS])
+    trainer = LMTrainer(cfg, tmp_path)
+    m = trainer.rl_iterate()
+    assert m["sampler/groups"] == 2 and m["sampler/surplus"] == 0 and trainer.filter.pending == []
+
+
+def test_carried_surplus_keeps_the_behaviour_log_probs_of_its_generation(tmp_path, monkeypatch):
+    """With --carry-surplus the third group waits for the next batch with pi_old of the policy that sampled it; the
+    next update's ratio for it is pi_theta / that pi_old, not / the next update's starting policy."""
+    cfg = resolve({"algo": "dapo-lm", **TINY, "prompts_per_batch": 2, "group_size": 4, "num_minibatches": 1,
+                   "carry_surplus": True, "lr": 1e-2, "temperature": 0.7})
+    fresh = group(**ONE_RIGHT, prompt="5+5=", seed=4)
+    fake_rounds(monkeypatch, [THREE_GROUPS, [fresh]])
+    trainer = LMTrainer(cfg, tmp_path)
+    behaviour = copy.deepcopy(trainer.model).eval()
+    g3 = THREE_GROUPS[2]
+    real = torch.ones_like(g3["tokens"], dtype=torch.bool)  # every answer's 4 or 5 tokens; none is shorter
+    with torch.no_grad():
+        expect, _ = answer_logprobs(behaviour, g3["prompt"][None].expand(4, -1), torch.ones(4, len(g3["prompt"]),
+                                    dtype=torch.long), g3["tokens"], real, temperature=0.7)
+    trainer.rl_iterate()
+    assert len(trainer.filter.pending) == 1
+    carried = trainer.filter.pending[0]
+    assert torch.allclose(carried["logp_old"][:, :4], expect[:, :4], atol=1e-5)
+    calls = capture_surrogate(monkeypatch)
+    m = trainer.rl_iterate()
+    assert m["sampler/from_surplus"] == 1
+    logp_new, logp_old, _ = calls[0]  # batch order: the carried group first
+    assert torch.allclose(logp_old[:4, :4], expect[:, :4], atol=1e-5)
+    assert not torch.allclose(logp_new[:4, :4], expect[:, :4], atol=1e-3)  # the policy moved: a real correction
