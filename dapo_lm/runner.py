@@ -38,7 +38,8 @@ def settings_line(cfg: LMConfig) -> str:
     parts = [clip, f"loss {cfg.loss_aggregation}", "overlong filtering " + ("on" if cfg.filter_truncated else "off"),
              (f"soft overlong penalty over the last {cfg.overlong_buffer} of {cfg.max_new_tokens} tokens"
               if cfg.soft_overlong_penalty else f"no length penalty (limit {cfg.max_new_tokens} tokens)"),
-             (f"dynamic sampling (<= {cfg.max_gen_rounds} rounds)" if cfg.dynamic_sampling else "no group filter"),
+             (f"dynamic sampling ({cfg.group_filter} filter, <= {cfg.max_gen_rounds} rounds, surplus "
+              f"{'carried' if cfg.carry_surplus else 'discarded'})" if cfg.dynamic_sampling else "no group filter"),
              f"{cfg.prompts_per_batch} prompts x {cfg.group_size} answers, {cfg.num_minibatches} steps per batch",
              f"warm start {cfg.warm_start_steps} steps" if cfg.warm_start_steps else "no warm start"]
     recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""
