@@ -3,7 +3,7 @@
 An algorithm is a config: the fields left at ``None`` come from the algorithm's recipe (``dapo_lm/recipes/``),
 then ``--recipe`` files (the ablation ladder's steps are recipes), then the options given.  Each technique of
 DAPO is one switch: ``--clip-eps-high``, ``--loss-aggregation``, ``--filter-truncated``,
-``--soft-overlong-penalty``, ``--dynamic-sampling``.  The response limit and the penalty buffer default to the
+``--soft-overlong-penalty``, ``--dynamic-sampling`` (with ``--group-filter``).  The response limit and the penalty buffer default to the
 task's.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from core.config.groups import ProgressOptions, RunOptions
 from core.config.options import MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers
 
 LM_ALGOS = ("grpo-lm", "dapo-lm")
+GROUP_FILTERS = ("acc", "std")
 
 
 @dataclass
@@ -100,8 +101,14 @@ class LMConfig(RunOptions, ProgressOptions):
     overlong_buffer: Optional[int] = None
     """Tokens before L_max over which the soft penalty rises (default: the task's)."""
     dynamic_sampling: Optional[bool] = None
-    """Group filter: keep prompt groups with reward spread, generating more rounds until the batch is full
-    (preset: dapo-lm)."""
+    """Group filter: keep only informative prompt groups (--group-filter), generating more rounds until the batch
+    is full (preset: dapo-lm)."""
+    group_filter: Literal["acc", "std"] = "acc"
+    """Which groups dynamic sampling keeps: acc (DAPO as published: 0 < correct answers < G, by the verifier) | std
+    (reward spread, for non-binary rewards; with the soft penalty it also keeps groups with no correct answer)."""
+    carry_surplus: bool = False
+    """Dynamic sampling: keep the informative groups beyond a full batch for the next one, each with the
+    log-probabilities of the policy that generated it (the ratio stays corrected); off: discarded, as in verl."""
     max_gen_rounds: int = 3
     """Dynamic sampling: generation rounds per batch at most; then the batch is trained short (one warning)."""
 
@@ -133,7 +140,8 @@ class LMConfig(RunOptions, ProgressOptions):
 RECIPES = Path(__file__).parent / "recipes"  # one per algorithm, plus the ablation ladder's steps
 INACTIVE_WHEN = {
     "overlong_buffer": (lambda c: not c.soft_overlong_penalty, "it needs --soft-overlong-penalty"),
-    "max_gen_rounds": (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling"),
+    **{k: (lambda c: not c.dynamic_sampling, "it needs --dynamic-sampling") for k in ("max_gen_rounds",
+                                                                                    "group_filter", "carry_surplus")},
     **{k: (lambda c: c.warm_start_steps == 0, "it needs --warm-start-steps above 0")
        for k in ("warm_start_batch", "warm_start_lr")},
     **{k: (lambda c: c.model_dir is not None, "a --model-dir fixes the model's size") for k in ("n_layer", "n_head",
@@ -144,9 +152,9 @@ INACTIVE_WHEN = {
 def fill_task_defaults(c: LMConfig) -> LMConfig:
     from dapo_lm.tasks import TASKS
 
-    task = TASKS[c.task]
-    return dataclasses.replace(c, max_new_tokens=c.max_new_tokens or task.max_new_tokens,
-                               overlong_buffer=c.overlong_buffer or task.overlong_buffer)
+    task = TASKS[c.task]  # only unset (None) fields: 0 is a value, which validate() refuses
+    return dataclasses.replace(c, max_new_tokens=task.max_new_tokens if c.max_new_tokens is None else c.max_new_tokens,
+                               overlong_buffer=task.overlong_buffer if c.overlong_buffer is None else c.overlong_buffer)
 
 
 def resolve(explicit, trust_env: bool = False) -> LMConfig:
@@ -180,6 +188,8 @@ def validate(c: LMConfig) -> None:
 
     require(c.algo in LM_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(LM_ALGOS)}")
     require(c.task in TASKS, f"unknown --task '{c.task}'; choose one of: {', '.join(TASKS)}")
+    require(c.group_filter in GROUP_FILTERS,
+            f"unknown --group-filter '{c.group_filter}'; choose one of: {', '.join(GROUP_FILTERS)}")
     require(isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED, f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
     check_device(c.device)
     check_finite(c)

@@ -20,29 +20,86 @@ from core.config.options import ConfigError
 
 def build_model(vocab_size: int, n_layer: int, n_head: int, n_embd: int, n_positions: int,
                 model_dir: Optional[str] = None, seed: int = 0):
-    """A fresh GPT-2 of the given size, or the causal LM saved in ``model_dir`` (its vocabulary must cover the
-    character tokenizer's ids; its own tokenizer is not used)."""
-    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+    """A fresh GPT-2 of the given size (no dropout), or the causal LM saved in ``model_dir``
+    (:func:`load_model_dir`)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
 
     if model_dir is not None:
-        path = Path(model_dir).expanduser()
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"--model-dir {model_dir} holds no config.json; give a directory written by "
-                              "save_pretrained (nothing is downloaded)")
-        try:
-            model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"--model-dir {model_dir} is not a loadable causal LM ({type(e).__name__})") from e
-        if model.config.vocab_size < vocab_size:
-            raise ConfigError(f"--model-dir {model_dir} has a vocabulary of {model.config.vocab_size} tokens, fewer "
-                              f"than the {vocab_size} of the character tokenizer")
-        return model
+        return load_model_dir(model_dir, vocab_size, n_positions)
     with torch.random.fork_rng():  # initial weights depend on the seed only, not on what ran before
         torch.manual_seed(seed)
         config = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
                             n_head=n_head, bos_token_id=1, eos_token_id=2, pad_token_id=0, resid_pdrop=0.0,
                             embd_pdrop=0.0, attn_pdrop=0.0)
         return GPT2LMHeadModel(config)
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' loading bar and its warnings (config ids outside the vocabulary, the load report) off stderr
+    and stdout while a model is read; its settings restored after."""
+    import io
+
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def load_failure(e: Exception) -> str:
+    """What went wrong reading a model directory, in a few words (one line, no terminal escapes)."""
+    import re
+
+    name = type(e).__name__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    if name == "UnpicklingError":
+        return f"{name}: a pickled weights file that torch's weights-only loader refuses; save it with safetensors"
+    if "ignore_mismatched_sizes" in text or "size mismatch" in text:
+        return f"{name}: its config.json does not match the shapes of its weights"
+    first = (text.splitlines() or [""])[0]
+    return f"{name}: {first if len(first) <= 160 else first[:157] + '...'}"
+
+
+def load_model_dir(model_dir: str, vocab_size: int, n_positions: int):
+    """The causal LM saved (save_pretrained) in ``model_dir``, in eval mode, or one :class:`ConfigError` line for
+    every way that fails: no config.json; anything transformers, safetensors or torch raise while reading it
+    (a truncated or garbage safetensors file, a config that does not match the weights, a pickled
+    ``pytorch_model.bin`` that torch's weights-only loader refuses); a vocabulary smaller than the character
+    tokenizer's ``vocab_size`` ids; fewer than ``n_positions`` positions; a non-finite weight.  Nothing is
+    downloaded (``local_files_only``); its own tokenizer is not used."""
+    from transformers import AutoModelForCausalLM
+
+    path = Path(model_dir).expanduser()
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"--model-dir {model_dir} holds no config.json; give a directory written by "
+                          "save_pretrained (nothing is downloaded)")
+    try:
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - every loading failure is the same one line, named by its type
+        raise ConfigError(f"--model-dir {model_dir} is not a loadable causal LM ({load_failure(e)})") from e
+    mc = model.config
+    if mc.vocab_size < vocab_size:
+        raise ConfigError(f"--model-dir {model_dir} has a vocabulary of {mc.vocab_size} tokens, fewer than the "
+                          f"{vocab_size} of the character tokenizer")
+    have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", None)
+    if have is not None and have < n_positions:
+        raise ConfigError(f"--model-dir {model_dir}'s model has {have} positions; this task needs {n_positions} "
+                          "(prompt room and --max-new-tokens)")
+    bad = [name for name, t in [*model.named_parameters(), *model.named_buffers()]
+           if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise ConfigError(f"--model-dir {model_dir} holds non-finite weights ({len(bad)} tensors, e.g. {bad[0]}); "
+                          "training would sample from NaN probabilities")
+    return model.eval()
 
 
 def uses_bf16(device: torch.device) -> bool:
@@ -118,15 +175,19 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
     return Generated(tokens[:, :width].contiguous(), lengths, ~done)
 
 
-def answer_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, responses: Tensor,
-                    response_mask: Tensor, with_entropy: bool = False) -> tuple[Tensor, Optional[Tensor]]:
-    """Log-probabilities ``(N, R)`` of the response tokens under ``model`` (and the policy's entropy at each
-    response position, ``(N, R)``), from one forward pass over prompt and response."""
+def answer_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, responses: Tensor, response_mask: Tensor,
+                    with_entropy: bool = False, temperature: float = 1.0) -> tuple[Tensor, Optional[Tensor]]:
+    """Log-probabilities ``(N, R)`` of the response tokens under the policy that :func:`sample` draws from at
+    ``temperature``, ``log softmax(logits / T)`` (and that policy's entropy at each response position, ``(N, R)``),
+    from one forward pass over prompt and response.  The caller sets the model's mode (the RL trainer: eval, no
+    dropout)."""
     ids = torch.cat([prompt_ids, responses], 1)
     mask = torch.cat([prompt_mask, response_mask.long()], 1)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
     lp = prompt_ids.shape[1]
     logits = logits[:, lp - 1: lp - 1 + responses.shape[1]].float()  # the position before each response token
+    if temperature != 1.0:
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits, -1)
     logp = logp_all.gather(-1, responses[..., None]).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
@@ -139,19 +200,3 @@ def supervised_loss(model, ids: Tensor, mask: Tensor, loss_mask: Tensor) -> Tens
     target, keep = ids[:, 1:], loss_mask[:, 1:].bool()
     ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="none")
     return ce.view_as(target)[keep].mean()
-
-
-def check_model_dir(model_dir: Optional[str]) -> None:
-    """One line, before anything is written, for a --model-dir that cannot be read as a causal LM's config."""
-    if model_dir is None:
-        return
-    from transformers import AutoConfig
-
-    path = Path(model_dir).expanduser()
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"--model-dir {model_dir} holds no config.json; give a directory written by save_pretrained "
-                          "(nothing is downloaded)")
-    try:
-        AutoConfig.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"--model-dir {model_dir}: unreadable config.json ({type(e).__name__})") from e

@@ -38,7 +38,8 @@ def settings_line(cfg: LMConfig) -> str:
     parts = [clip, f"loss {cfg.loss_aggregation}", "overlong filtering " + ("on" if cfg.filter_truncated else "off"),
              (f"soft overlong penalty over the last {cfg.overlong_buffer} of {cfg.max_new_tokens} tokens"
               if cfg.soft_overlong_penalty else f"no length penalty (limit {cfg.max_new_tokens} tokens)"),
-             (f"dynamic sampling (<= {cfg.max_gen_rounds} rounds)" if cfg.dynamic_sampling else "no group filter"),
+             (f"dynamic sampling ({cfg.group_filter} filter, <= {cfg.max_gen_rounds} rounds, surplus "
+              f"{'carried' if cfg.carry_surplus else 'discarded'})" if cfg.dynamic_sampling else "no group filter"),
              f"{cfg.prompts_per_batch} prompts x {cfg.group_size} answers, {cfg.num_minibatches} steps per batch",
              f"warm start {cfg.warm_start_steps} steps" if cfg.warm_start_steps else "no warm start"]
     recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""
@@ -54,14 +55,17 @@ def summary_line(s: dict) -> str:
 
 def run_experiment(cfg: LMConfig, resume: bool = False) -> dict:
     """Train (or continue) a resolved run; returns the summary written to summary.json."""
-    from dapo_lm.model import check_model_dir
+    from dapo_lm.model import load_model_dir
+    from dapo_lm.tokenizer import CharTokenizer
+    from dapo_lm.trainer import LMTrainer, n_positions
 
-    check_model_dir(cfg.model_dir)  # before the run directory exists
+    model = None  # a --model-dir is read whole before the run directory exists: a failure is one line, nothing made
+    if cfg.model_dir is not None:
+        model = load_model_dir(cfg.model_dir, CharTokenizer().vocab_size, n_positions(cfg))
     if cfg.run_dir is None:
         cfg = dataclasses.replace(cfg, run_dir=default_run_dir(cfg))
-    from dapo_lm.trainer import LMTrainer
-
-    return run_started(cfg, resume, LMTrainer, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS)
+    build = lambda c, run_dir: LMTrainer(c, run_dir, model=model)  # noqa: E731
+    return run_started(cfg, resume, build, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS)
 
 
 def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections import deque
 from pathlib import Path
 from typing import Optional
@@ -33,23 +34,26 @@ WARM_CHUNK = 50  # supervised steps per iteration of the warm start (one metrics
 PROMPT_ROOM = 32  # positions reserved for prompts (the longest, countdown's, is 14 tokens)
 
 
+def n_positions(cfg: LMConfig) -> int:
+    """Positions the model needs: prompt room and the response limit."""
+    return PROMPT_ROOM + cfg.max_new_tokens
+
+
 class LMTrainer:
-    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None):
+    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None, model=None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         self.tok, self.task = CharTokenizer(), TASKS[cfg.task]
-        n_positions = PROMPT_ROOM + cfg.max_new_tokens
-        self.model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions, cfg.model_dir,
-                                 cfg.seed).to(self.device)
-        mc = self.model.config
-        have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", 0)
-        if have and have < n_positions:
-            raise ConfigError(f"--model-dir's model has {have} positions; this task needs {n_positions}")
+        if model is None:  # a --model-dir is read (and checked) by dapo_lm.model.load_model_dir
+            model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions(cfg),
+                                cfg.model_dir, cfg.seed)
+        self.model = model.to(self.device)
         self.rng = np.random.default_rng(cfg.seed)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling))
+        self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling),
+                                  criterion=cfg.group_filter, carry=cfg.carry_surplus)
         self.health = LMHealth(cfg)
         self.heldout = self.task.heldout_set(cfg.eval_problems)
         self.global_step, self.warm_step, self.iteration, self.elapsed = 0, 0, 0, 0.0
@@ -130,12 +134,13 @@ class LMTrainer:
         groups, rewards = generate_groups(self.model, self.tok, self.task, problems, self.cfg, self.device, self.gen)
         for grp in groups:
             self._generated.append(grp)
-        return groups, rewards
+        return groups, rewards, torch.stack([grp["correct"] for grp in groups])
 
     def rl_iterate(self) -> dict:
         c, t0 = self.cfg, time.perf_counter()
         self._generated: list[dict] = []
         fill = self.filter.fill(self._round)
+        self.keep_behaviour_logprobs(self.filter.pending)  # before the update moves the policy that sampled them
         gen_s = time.perf_counter() - t0
         made = self._generated
         self.global_step += len(made) * c.group_size
@@ -179,17 +184,47 @@ class LMTrainer:
                         "time/elapsed_s": self.elapsed + dt})
         return metrics
 
+    @torch.no_grad()
+    def behaviour_logprobs(self, b, real):
+        """pi_old of a collated batch: the policy as it sampled, at --temperature, in eval mode (no dropout)."""
+        self.model.eval()
+        with autocast(self.device):
+            logp, _ = answer_logprobs(self.model, b.prompt_ids, b.prompt_mask, b.tokens, real,
+                                      temperature=self.cfg.temperature)
+        return logp
+
+    def keep_behaviour_logprobs(self, groups: list[dict]) -> None:
+        """Give each carried group that lacks them (one generated in this iteration) ``logp_old`` ``(G, its longest
+        answer)``, on the CPU: the log-probs of the policy that generated it, which its next update's ratio keeps."""
+        new = [grp for grp in groups if "logp_old" not in grp]
+        if not new:
+            return
+        b = collate(new, self.tok.pad_id).to(self.device)
+        logp = self.behaviour_logprobs(b, response_mask(b.lengths, b.tokens.shape[1], b.truncated, False))
+        g = self.cfg.group_size
+        for k, grp in enumerate(new):
+            grp["logp_old"] = logp[k * g:(k + 1) * g, :int(grp["lengths"].max())].float().cpu()
+
     def update(self, groups: list[dict]) -> dict:
-        """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps."""
+        """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps.
+
+        pi_old and pi_theta are both scored as the answers were sampled: at ``--temperature`` (log softmax(logits /
+        T)) and in eval mode, without dropout (a --model-dir GPT-2 has dropout 0.1; a fresh one has none).  The
+        update's forward passes run without dropout too, as verl and TRL effectively do (dropout 0), so the ratio
+        is exactly 1 at identical weights and moves only with the weights; the warm start keeps the model's
+        dropout."""
         c, dev = self.cfg, self.device
         b = collate(groups, self.tok.pad_id).to(dev)
         adv = group_advantages(b.rewards, c.std_normalise).reshape(-1)                       # (N,)
         width = b.tokens.shape[1]
         real = response_mask(b.lengths, width, b.truncated, False)                            # (N, R)
         counted = response_mask(b.lengths, width, b.truncated, bool(c.filter_truncated))      # (N, R)
-        self.model.train()
-        with torch.no_grad(), autocast(dev):
-            logp_old, _ = answer_logprobs(self.model, b.prompt_ids, b.prompt_mask, b.tokens, real)
+        logp_old = self.behaviour_logprobs(b, real)  # the groups generated for this update: the current policy
+        for k, grp in enumerate(groups):  # a carried group: the policy that generated it, one or more updates ago
+            if "logp_old" in grp:
+                w = min(width, grp["logp_old"].shape[1])
+                logp_old[k * c.group_size:(k + 1) * c.group_size, :w] = grp["logp_old"][:, :w].to(dev)
+        self.model.eval()  # no dropout in pi_theta either: the ratio is exactly 1 at identical weights
         n = len(adv)
         sums = dict(loss=0.0, entropy=0.0, tokens=0.0, counted=0.0, low=0.0, high=0.0, kl=0.0, grad=0.0, steps=0)
         for _ in range(c.num_epochs):
@@ -197,10 +232,11 @@ class LMTrainer:
                 mb = mb.to(dev)
                 norm = batch_normaliser(counted[mb], c.loss_aggregation, c.max_new_tokens)
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in mb.split(c.micro_batch_size or len(mb)):
+                for micro in mb.split(len(mb) if c.micro_batch_size is None else c.micro_batch_size):
                     with autocast(dev):
                         logp, ent = answer_logprobs(self.model, b.prompt_ids[micro], b.prompt_mask[micro],
-                                                    b.tokens[micro], real[micro], with_entropy=True)
+                                                    b.tokens[micro], real[micro], with_entropy=True,
+                                                    temperature=c.temperature)
                     tok_loss, d = clipped_token_surrogate(logp, logp_old[micro], adv[micro], c.clip_eps_low,
                                                           c.clip_eps_high)
                     loss = aggregate(tok_loss, counted[micro], c.loss_aggregation, norm)
@@ -261,6 +297,11 @@ class LMTrainer:
             self.gen.manual_seed(self.cfg.seed + self.global_step)
         self.rng.bit_generator.state = s["np_rng"]
         self.filter.load_state_dict(s["filter"])  # surplus groups live on the CPU (dapo_lm.rollout)
+        old = [grp for grp in self.filter.pending if "logp_old" not in grp]
+        if old:  # carried by a version that rescored them at the next update: their behaviour policy is gone
+            self.filter.pending = [grp for grp in self.filter.pending if "logp_old" in grp]
+            warnings.warn(f"checkpoint: {len(old)} carried surplus groups of an older version have no behaviour "
+                          "log-probabilities; discarded (their ratio could not be corrected)", stacklevel=2)
         self.health.load_state_dict(s["health"])
         self.health_counts.update(s["health_counts"])
         self.health_events = list(s["health_events"])

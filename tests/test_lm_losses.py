@@ -1,6 +1,6 @@
 """dapo_lm.losses and dapo_lm.group_filter by hand numbers: group advantages, the per-token clipped surrogate with
 clip-higher, the three aggregations (and that gradient accumulation leaves them unchanged), overlong shaping and
-the group filter (all-equal, float noise, cap reached, surplus kept)."""
+the group filter (accuracy or reward spread, float noise, cap reached, surplus discarded or carried)."""
 import math
 import warnings
 
@@ -101,19 +101,36 @@ def test_overlong_masking_and_penalty():
         overlong_penalty(lengths, 8, 9)
 
 
-def _rounds(rewards_per_round):
-    """A generate() that hands out groups named by (round, index) with the given rewards."""
-    it = iter(enumerate(rewards_per_round))
+def _rounds(rewards_per_round, correct_per_round=None):
+    """A generate() that hands out groups named by (round, index) with the given rewards (and verdicts: by default a
+    reward of 1 is a correct answer)."""
+    it = iter(enumerate(zip(rewards_per_round, correct_per_round or [None] * len(rewards_per_round))))
 
     def generate():
-        k, rewards = next(it)
+        k, (rewards, correct) = next(it)
         r = torch.tensor(rewards, dtype=torch.float64)
-        return [(k, i) for i in range(len(r))], r
+        c = r == 1 if correct is None else torch.tensor(correct)
+        return [(k, i) for i in range(len(r))], r, c
     return generate
 
 
-def test_filter_keeps_groups_with_spread_and_generates_until_full():
+def test_acc_filter_keeps_groups_with_some_but_not_all_correct():
+    """DAPO's rule (0 < #correct < G), not reward spread: four wrong answers, two truncated, have rewards
+    [-1, -1, -2, -2] under the soft penalty and are dropped; a noisy all-correct group is dropped too."""
     f = GroupFilter(target=2, max_rounds=5)
+    assert f.criterion == "acc"
+    rewards = [[-1, -1, -2, -2], [1, -1, -1, -1], [1, 1 - 1e-3, 1, 1], [-1, -1, -1, 0.5]]
+    correct = [[False] * 4, [True, False, False, False], [True] * 4, [False, False, False, True]]
+    fill = f.fill(_rounds([rewards], [correct]))
+    assert fill.groups == [(0, 1), (0, 3)] and fill.filtered == 2 and fill.rounds == 1
+    std = GroupFilter(target=4, max_rounds=1, criterion="std").fill(_rounds([rewards], [correct]))
+    assert std.groups == [(0, 0), (0, 1), (0, 2), (0, 3)]  # every group has reward spread
+    with pytest.raises(ValueError, match="criterion"):
+        GroupFilter(1, 1, criterion="spread")
+
+
+def test_std_filter_keeps_groups_with_spread_and_generates_until_full():
+    f = GroupFilter(target=2, max_rounds=5, criterion="std", carry=True)
     gen = _rounds([[[1, 1], [0, 0], [1, 0]], [[1, 1 + 1e-12], [0, 1], [1, 0]]])
     fill = f.fill(gen)
     # round 0 gives one informative group, round 1 two more (the float-noise group is dropped): one is surplus
@@ -121,6 +138,12 @@ def test_filter_keeps_groups_with_spread_and_generates_until_full():
     assert f.pending == [(1, 2)]
     fill = f.fill(_rounds([[[0, 1], [1, 1]]]))
     assert fill.groups == [(1, 2), (0, 0)] and fill.from_surplus == 1 and f.pending == []
+
+
+def test_surplus_is_discarded_unless_carried():
+    f = GroupFilter(target=1, max_rounds=1)
+    fill = f.fill(_rounds([[[0, 1], [1, 0], [1, 0]]]))
+    assert fill.groups == [(0, 0)] and f.pending == []
 
 
 def test_filter_at_the_cap_trains_short_and_warns_once():
@@ -137,7 +160,7 @@ def test_filter_at_the_cap_trains_short_and_warns_once():
 def test_filter_off_keeps_everything_and_surplus_is_bounded():
     fill = GroupFilter(target=2, max_rounds=3, enabled=False).fill(_rounds([[[1, 1], [0, 0]]]))
     assert fill.groups == [(0, 0), (0, 1)] and fill.filtered == 0
-    f = GroupFilter(target=1, max_rounds=1, max_surplus=2)
+    f = GroupFilter(target=1, max_rounds=1, carry=True, max_surplus=2)
     f.fill(_rounds([[[0, 1], [0, 1], [1, 0], [1, 0]]]))
     assert f.pending == [(0, 2), (0, 3)]  # the oldest surplus dropped first
-    assert GroupFilter(1, 1).load_state_dict(f.state_dict()) is None
+    assert GroupFilter(1, 1, carry=True).load_state_dict(f.state_dict()) is None

@@ -1,5 +1,5 @@
 """dapo_lm end to end: RL raises held-out accuracy on a tiny task, runs from the CLI and the Python API, dapo eval,
-exact resume on the CPU, the group filter's surplus in checkpoints."""
+exact resume on the CPU, the group filter's surplus in checkpoints (and that of an older version)."""
 import dataclasses
 import json
 
@@ -104,14 +104,18 @@ def test_surplus_groups_survive_a_checkpoint(tmp_path):
     from core.training.checkpoint import load_checkpoint, save_checkpoint
     from dapo_lm.group_filter import GroupFilter
 
-    f = GroupFilter(target=1, max_rounds=1)
+    f = GroupFilter(target=1, max_rounds=1, carry=True)
     group = {"prompt": torch.tensor([1, 5, 6]), "tokens": torch.zeros(2, 3, dtype=torch.long),
-             "rewards": torch.tensor([1.0, -1.0])}
+             "rewards": torch.tensor([1.0, -1.0]), "logp_old": torch.full((2, 3), -0.5)}
     f.pending = [group]
     save_checkpoint(tmp_path / "c.pt", {"filter": f.state_dict()})
-    g = GroupFilter(target=1, max_rounds=1)
+    g = GroupFilter(target=1, max_rounds=1, carry=True)
     g.load_state_dict(load_checkpoint(tmp_path / "c.pt")["filter"])
     assert len(g.pending) == 1 and torch.equal(g.pending[0]["rewards"], group["rewards"])
+    assert torch.equal(g.pending[0]["logp_old"], group["logp_old"])
+    h = GroupFilter(target=1, max_rounds=1)  # not carrying (the default): a saved surplus is discarded
+    h.load_state_dict(load_checkpoint(tmp_path / "c.pt")["filter"])
+    assert h.pending == []
 
 
 def test_family_api_and_routing():
@@ -152,7 +156,7 @@ def test_trainer_update_is_the_same_with_gradient_accumulation(tmp_path, aggrega
                    "device": "cpu", "eval_problems": 4})
     trainer = LMTrainer(cfg, tmp_path)
     trainer._generated = []
-    groups, _ = trainer._round()
+    groups, _, _ = trainer._round()
     for g in groups:  # rewards with spread, so that every group carries a gradient
         g["rewards"] = torch.tensor([1.0, -1.0, -1.0, 1.0])
     results = []
@@ -211,3 +215,41 @@ def test_resume_refuses_options_this_family_does_not_have_in_one_line():
         resume_config(LMConfig, saved, {"eval_episodes": 5})
     assert "--total-steps" in str(e.value) and "--eval-episodes," not in str(e.value)
     assert resume_config(LMConfig, saved, {"total_steps": 99}).total_steps == 99
+
+
+def test_a_run_of_the_previous_version_resumes(tmp_path, copy_task, capsys):
+    """A run written before --group-filter and --carry-surplus existed (its config.yaml lacks them) resumes under
+    the published rules: acc filter, surplus discarded (its saved surplus, rescored then at the next update, has no
+    behaviour log-probs: dropped; with --carry-surplus it is dropped with one warning)."""
+    import torch
+
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
+    from dapo_lm.config import resolve
+    from dapo_lm.trainer import LMTrainer
+
+    run = tmp_path / "old"
+    common = ["run", "--algo", "dapo-lm", *TINY_MODEL, *QUIET, "--warm-start-steps", "0", "--prompts-per-batch", "2",
+              "--group-size", "4", "--num-minibatches", "1", "--eval-problems", "4", "--eval-samples", "0"]
+    assert main([*common, "--total-steps", "8", "--run-dir", str(run)]) == 0
+    config = run / "config.yaml"
+    config.write_text("".join(line for line in config.read_text().splitlines(keepends=True)
+                              if not line.startswith(("group_filter:", "carry_surplus:"))))
+    state = load_checkpoint(run / "checkpoint.pt")
+    old_group = {"prompt": torch.tensor([1, 5, 6]), "tokens": torch.full((4, 2), 5), "lengths": torch.full((4,), 2),
+                 "truncated": torch.zeros(4, dtype=torch.bool), "correct": torch.tensor([True, False, False, False]),
+                 "rewards": torch.tensor([1.0, -1.0, -1.0, -1.0])}
+    state["filter"]["pending"] = [old_group]
+    save_checkpoint(run / "checkpoint.pt", state)
+    before = json.loads((run / "summary.json").read_text())["answers_generated"]
+    assert main(["run", "--resume", str(run), "--total-steps", str(before + 8), *QUIET[:2]]) == 0
+    assert json.loads((run / "summary.json").read_text())["answers_generated"] > before
+    from dapo_lm.runner import load_run_config
+
+    resumed = load_run_config(run)
+    assert (resumed.group_filter, resumed.carry_surplus) == ("acc", False)
+    cfg = resolve({"algo": "dapo-lm", "n_layer": 2, "n_head": 2, "n_embd": 32, "warm_start_steps": 0, "device": "cpu",
+                   "prompts_per_batch": 2, "group_size": 4, "num_minibatches": 1, "carry_surplus": True,
+                   "eval_problems": 4})
+    with pytest.warns(UserWarning, match="1 carried surplus groups of an older version"):
+        trainer = LMTrainer(cfg, tmp_path / "t", state)
+    assert trainer.filter.pending == []
