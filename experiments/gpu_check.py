@@ -122,7 +122,7 @@ def bench_dt(devices: list[str], tiny: bool) -> None:
     model's cost without the dataset sampling (CPU numpy, the same on both devices)."""
     import torch
 
-    from core.algo.losses import weighted_action_loss
+    from dapo_dt.losses import weighted_action_loss
     from dapo_dt.config import DTConfig, resolve
     from dapo_dt.model import DecisionTransformer, DTModelConfig
 
