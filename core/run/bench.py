@@ -58,8 +58,7 @@ def bench(argv: Sequence[str]) -> int:
     """Hand ``argv[1:]`` to the script's own parser (so ``--help`` shows its flags); its exit code."""
     argv = list(argv)
     if not argv:
-        print(f"dapo bench: error: name a benchmark: one of {', '.join(BENCHMARKS)} (its options: dapo bench NAME "
-              "--help)", file=sys.stderr)
+        print(f"dapo bench: error: name a benchmark; {USAGE} (its options: dapo bench NAME --help)", file=sys.stderr)
         return 2
     if argv[0] in ("-h", "--help"):
         print(USAGE + "\n\nRun a benchmark script of experiments/ (resumable; tables, CSV and plots under "
