@@ -54,8 +54,6 @@ MA_TINY = ["--env-kwargs", "N=2 max_cycles=25", "--num-envs", "2", "--eval-episo
 def _edge_fixtures(root: Path, run: Path) -> None:
     """Issue #57's inputs at the edges: deep nesting, long recipe chains, huge values, stale locks, damaged per-agent
     checkpoints, checkpoints whose unpickling would run code."""
-    import yaml
-
     from core.training.checkpoint import load_checkpoint, save_checkpoint
     (root / "deep_value.yaml").write_text(f"env_kwargs: {DEEP}\n")
     (root / "deep_block.yaml").write_text("env_kwargs:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(400)))
