@@ -14,7 +14,8 @@ from core.run import recipes
 from core.config.parsing import parse_kwargs_text
 from core.config.groups import (HEALTH_FIELDS, DivergenceOptions, HealthOptions, ProgressOptions, RunOptions,
                                 SamplerOptions)
-from core.config.options import ConfigError, check_inactive, check_minibatches, check_numbers, check_shared
+from core.config.options import (ConfigError, check_env_sizes, check_inactive, check_memory, check_minibatches,
+                                 check_numbers, check_shared)
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg", "dapo-maddpg")
 OFF_POLICY_ALGOS = ("maddpg", "dapo-maddpg")
@@ -185,13 +186,10 @@ def resolve(explicit, trust_env: bool = False) -> MAConfig:
     out = MAConfig(**values)
     out.hidden_sizes, out.env_kwargs = tuple(out.hidden_sizes), parse_env_kwargs(out.env_kwargs)
     check_env_name(out.env)
-    for key in ("max_cycles", "N"):  # 0 would make degenerate episodes (or none) that still "train"
-        value = out.env_kwargs.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
-            raise ConfigError(f"--env-kwargs {key}={value} must be >= 1")
+    check_env_sizes(out.env_kwargs)  # 0 would make degenerate episodes (or none) that still "train"; huge ones hang
     validate(out)
     check_inactive(out, explicit, INACTIVE_WHEN)
-    validate_for_env(out, env_spec(out.env, out.env_kwargs).n_agents)
+    validate_for_env(out, env_spec(out.env, out.env_kwargs))
     return out
 
 
@@ -203,11 +201,17 @@ def complete(cfg: MAConfig) -> MAConfig:
     return cfg
 
 
-def validate_for_env(c: MAConfig, n_agents: int) -> None:
-    """Checks that need the number of agents: the rollout of all agents must split into minibatches."""
+def validate_for_env(c: MAConfig, spec) -> None:
+    """Checks that need the env's sizes (``spec``: dapo_ma.envs.EnvSpec): the rollout of all agents must split into
+    minibatches; MADDPG's replay buffer must fit in memory (estimated before it is allocated)."""
+    n_agents = spec.n_agents
     if c.algo in ON_POLICY_ALGOS:
         check_minibatches(c.num_envs * c.num_steps * n_agents, "num_envs*num_steps*n_agents", c.num_minibatches,
                           c.window)
+    else:  # obs, next_obs, actions, rewards (float32), terminated (bool), a priority per joint transition
+        per_transition = n_agents * (4 * (2 * spec.obs_dim + spec.layout.size + 1) + 1) + 4
+        check_memory(c.buffer_size * per_transition, f"--buffer-size {c.buffer_size} ({per_transition} bytes per joint "
+                     "transition)", "give a smaller --buffer-size", c.device)
 
 
 def validate(c: MAConfig) -> None:
@@ -223,3 +227,13 @@ def validate(c: MAConfig) -> None:
                   below_one=("clip_eps",), unit_interval=("gamma", "gae_lambda", "ess_target", "collapse_drop", "tau"),
                   at_most={"num_envs": 4096, "num_steps": 100_000, "buffer_size": 100_000_000, "batch_size": 10_000_000,
                            "num_epochs": 10_000, "torch_threads": 1024, "window": 100_000_000})
+    if c.algo in OFF_POLICY_ALGOS:  # settings under which MADDPG would collect and never update
+        if c.batch_size > c.buffer_size:
+            raise ConfigError(f"--batch-size {c.batch_size} is larger than the replay buffer (--buffer-size "
+                              f"{c.buffer_size}); give a batch of at most the buffer's size")
+        if c.learning_starts >= c.total_steps:
+            raise ConfigError(f"--learning-starts {c.learning_starts} is not below --total-steps {c.total_steps}: the run "
+                              "would never update; give more steps or a shorter warm-up")
+        if c.batch_size > c.total_steps:
+            raise ConfigError(f"--batch-size {c.batch_size} is larger than --total-steps {c.total_steps}: the replay "
+                              "buffer would never hold a batch, and the run would never update; give a smaller batch")

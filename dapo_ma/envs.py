@@ -16,7 +16,7 @@ import numpy as np
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from core.config.options import ConfigError
+from core.config.options import ConfigError, check_env_sizes, shown
 from core.envs.state import capture, restore_mapping
 
 
@@ -136,11 +136,13 @@ class PadObservations(BaseParallelWrapper):
 
 def make_parallel_env(name: str, kwargs: dict[str, Any]) -> PadObservations:
     """Build one padded env copy; constructor problems become one-line ConfigErrors."""
+    check_env_sizes(kwargs)  # before the factory: N=100000000 would build agents for minutes
     factory = env_factory(name)
     try:
         env = factory(**kwargs)
     except Exception as e:
-        raise ConfigError(f"cannot create env '{name}' with --env-kwargs {kwargs}: {type(e).__name__}: {e}") from e
+        raise ConfigError(f"cannot create env '{name}' with --env-kwargs {shown(kwargs)}: {type(e).__name__}: "
+                          f"{shown(str(e), 300)}") from e
     if not isinstance(env, ParallelEnv):
         raise ConfigError(f"--env {name} did not return a PettingZoo ParallelEnv (got {type(env).__name__})")
     return PadObservations(env)

@@ -44,6 +44,10 @@ def build_actor(cfg: MAConfig, spec: EnvSpec) -> MAActor:
 
 
 class OnPolicyMATrainer(MATrainerBase):
+    # checked against a fresh trainer before loading (core.training.checkpoint.check_schema): shapes, one clip
+    # scale per agent, finite values
+    CHECKPOINT_SCHEMA = ("actor", "critic", "clips")
+
     def __init__(self, cfg: MAConfig, run_dir: Path, checkpoint: Optional[dict] = None):
         super().__init__(cfg, run_dir)
         spec, A, dev = self.spec, self.n_agents, self.device

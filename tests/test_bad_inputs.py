@@ -42,7 +42,64 @@ def fixtures(tmp_path_factory):
     (root / "missing_base.yaml").write_text("base: nope.yaml\n")  # read next to the file, not in the cwd
     (root / "no_checkpoint").mkdir()
     (root / "readonly").mkdir(mode=0o555)
+    _edge_fixtures(root, run)
     return root
+
+
+DEEP = "[" * 20_000 + "]" * 20_000  # parsers recurse once per level: RecursionError unless the depth is limited
+MA_TINY = ["--env-kwargs", "N=2 max_cycles=25", "--num-envs", "2", "--eval-episodes", "1", "--no-progress",
+           "--no-tensorboard"]
+
+
+def _edge_fixtures(root: Path, run: Path) -> None:
+    """Issue #57's inputs at the edges: deep nesting, long recipe chains, huge values, stale locks, damaged per-agent
+    checkpoints, checkpoints whose unpickling would run code."""
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
+    (root / "deep_value.yaml").write_text(f"env_kwargs: {DEEP}\n")
+    (root / "deep_block.yaml").write_text("env_kwargs:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(400)))
+    chain = root / "chain"
+    chain.mkdir()
+    for i in range(3000):
+        (chain / f"c{i}.yaml").write_text(f"base: c{i + 1}.yaml\n" if i < 2999 else "lr: 0.001\n")
+    (root / "wide.yaml").write_text("hidden_sizes: [" + ",".join(["1"] * 300_000) + "]\n")
+    deep_config = root / "deep_config"
+    shutil.copytree(run, deep_config)
+    text = (run / "config.yaml").read_text()
+    (deep_config / "config.yaml").write_text("\n".join(f"lr: {DEEP}" if line.startswith("lr:") else line
+                                                       for line in text.splitlines()) + "\n")
+    for name, edit in (("stale_lock", None), ("stale_lock_resized", CHECKPOINT_EDITS["resized"])):
+        shutil.copytree(run, root / name)
+        (root / name / ".lock").write_text("12345")  # the pid of the run's last writer, long gone
+        if edit is not None:
+            state = load_checkpoint(run / "checkpoint.pt")
+            del state["version"]
+            edit(state)
+            save_checkpoint(root / name / "checkpoint.pt", state)
+    for name, (fn, args) in {"runs_code": (os.system, ("true",)), "runs_code2": (shutil.rmtree, ("/nowhere",))}.items():
+        shutil.copytree(run, root / name)
+        torch.save({"version": 2, "global_step": 512, "actor": _Reduce(fn, args)}, root / name / "checkpoint.pt")
+    # multi-agent runs whose per-agent clip scales were damaged (one too many; NaN)
+    for algo in ("dapo-maddpg", "dapo-ma"):
+        ma = root / f"ma_{algo}"
+        extra = ["--batch-size", "32", "--learning-starts", "100"] if algo == "dapo-maddpg" else ["--num-epochs", "1"]
+        assert main(["run", "--algo", algo, "--total-steps", "200", *MA_TINY, *extra, "--run-dir", str(ma)]) == 0
+        for damage, edit in {"long": lambda v: torch.cat([v, v[:1]]), "nan": lambda v: torch.full_like(v, float("nan"))
+                             }.items():
+            shutil.copytree(ma, root / f"ma_{algo}_{damage}")
+            state = load_checkpoint(ma / "checkpoint.pt")
+            del state["version"]
+            state["clips"]["pi_scale"] = edit(state["clips"]["pi_scale"])
+            save_checkpoint(root / f"ma_{algo}_{damage}" / "checkpoint.pt", state)
+
+
+class _Reduce:
+    """Pickles as a call of ``fn(*args)``: what a hostile checkpoint holds."""
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
 
 
 # a finished run's checkpoint, each edited in one place (a resume must refuse it in one line and change nothing)
@@ -152,6 +209,44 @@ CASES = [
     *[(["eval", f"{R}/{name}"], "; refused") for name in RAW_CHECKPOINTS],
     *[(["run", "--resume", f"{R}/no_{field}"], f"config.yaml lacks '{field}'") for field in CONFIG_DELETIONS],
     *[(["eval", f"{R}/no_{field}"], f"config.yaml lacks '{field}'") for field in CONFIG_DELETIONS],
+    # --- issue #57: inputs at the edges. Deep nesting (parsers recurse once per level)
+    (["run", "--env-kwargs", f"x={DEEP}"], "nests lists or mappings more than 32 deep"),
+    (["run", "--algo", "mappo", "--env-kwargs", f"x={DEEP}"], "nests lists or mappings more than 32 deep"),
+    (["run", "--ext", "kl_adaptive_lr", f"target={DEEP}"], "nests lists or mappings more than 32 deep"),
+    (["run", "--recipe", f"{R}/deep_value.yaml"], "nests lists or mappings more than 32 deep"),
+    (["run", "--recipe", f"{R}/deep_block.yaml"], "nests lists or mappings more than 32 deep"),
+    (["run", "--resume", f"{R}/deep_config", "--total-steps", "1024"], "nests lists or mappings more than 32 deep"),
+    (["eval", f"{R}/deep_config"], "nests lists or mappings more than 32 deep"),
+    (["run", "--recipe", f"{R}/chain/c0.yaml"], "applies more than 16 recipes inside each other"),
+    (["recipes", f"{R}/chain/c0.yaml"], "applies more than 16 recipes inside each other"),
+    # settings under which MADDPG would never train
+    (["run", "--algo", "maddpg", "--total-steps", "1000", "--learning-starts", "5000"], "the run would never update"),
+    (["run", "--algo", "dapo-maddpg", "--total-steps", "2000", "--learning-starts", "2000"], "would never update"),
+    (["run", "--algo", "maddpg", "--batch-size", "10000000"], "is larger than the replay buffer"),
+    (["run", "--algo", "dapo-maddpg", "--batch-size", "4096", "--buffer-size", "1000"], "larger than the replay buffer"),
+    (["run", "--algo", "maddpg", "--total-steps", "500", "--learning-starts", "0"], "would never hold a batch"),
+    # sizes without bounds: checked against what the run needs before anything is allocated or made
+    (["run", "--algo", "maddpg", "--env-kwargs", "N=50", "--buffer-size", "100000000"], "more than the"),
+    (["run", "--algo", "dapo-maddpg", "--env-kwargs", "N=50", "--buffer-size", "10000000"], "GiB of memory available"),
+    (["run", "--algo", "dapo-ma", "--env-kwargs", "N=100000000"], "N=100000000 is beyond the sane limit of 100"),
+    (["run", "--algo", "mappo", "--env-kwargs", "max_cycles=10000000000"], "is beyond the sane limit"),
+    (["run", "--recipe", f"{R}/wide.yaml"], "'hidden_sizes' has 300000 entries; at most 10000"),
+    (["run", "--env-kwargs", "x=[" + "1," * 400_000 + "]"], "cannot create env 'CartPole-v1'"),
+    # small ones
+    (["run", "--run-dir", f"{R}/{'x' * 300}"], "bytes long; the file system allows 255"),
+    (["run", "--run-dir", f"{R}/{'y' * 300}/sub"], "bytes long; the file system allows 255"),
+    (["run", "--resume", f"{R}/stale_lock", "--total-steps", "256"], "is below the 512 steps this run has done"),
+    (["run", "--resume", f"{R}/stale_lock_resized", "--total-steps", "1024"], "restore it from a backup"),
+    (["bench"], "name a benchmark"),
+    (["run", "--resume", f"{R}/runs_code", "--total-steps", "1024"], "could run code"),
+    (["eval", f"{R}/runs_code2"], "could run code"),
+    (["run", "--env", "MiniGrid-Empty-5x5-v0", "--env-kwargs", "max_steps=0"], "max_steps=0 must be >= 1"),
+    (["run", "--env", "MiniGrid-Empty-5x5-v0", "--env-kwargs", "size=100000"], "size=100000 is beyond the sane limit"),
+    # damaged per-agent checkpoint contents that pass the unpickling guard
+    *[(["run", "--resume", f"{R}/ma_{algo}_{damage}", "--total-steps", "400"], expect)
+      for algo in ("dapo-maddpg", "dapo-ma")
+      for damage, expect in (("long", "clips.pi_scale has shape (3,), not (2,)"),
+                             ("nan", "clips.pi_scale holds NaN or infinite values"))],
     # --- dapo recipes
     (["recipes", "nope"], "unknown recipe 'nope'; shipped recipes: atari"),
     # --- dapo eval
@@ -229,6 +324,7 @@ def test_bad_input_gives_one_line_and_touches_nothing(fixtures, tmp_path, monkey
     assert code == 2 or (argv[0] == "bench" and code not in (0, None)), (code, err)
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert expect in err, err
+    assert len(err) <= 1000, f"an error line of {len(err)} characters"
     assert _tree(fixtures) == before, "a fixture was changed"
     assert list(tmp_path.iterdir()) == [], f"created: {list(tmp_path.iterdir())}"
     assert sorted(os.listdir(REPO)) == repo_before, "created something in the repository"
@@ -246,3 +342,68 @@ def test_the_table_covers_every_command_and_family():
 def test_a_read_only_run_directory_is_refused(fixtures, capsys):
     assert main(["run", "--run-dir", str(fixtures / "readonly" / "r")]) == 2
     assert "is not writable" in capsys.readouterr().err
+
+
+# --- a full disk (issue #57): RLIMIT_FSIZE makes every write to a file fail with EFBIG (SIGXFSZ is ignored by Python),
+# as a full disk fails it with ENOSPC; in a subprocess, so that the limit binds nothing else
+FULL_DISK = """
+import resource, sys, tempfile
+tempfile.tempdir = tempfile.gettempdir()  # found before the limit (torch's imports ask for it): /tmp on another disk
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+from core.run.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+TINY_RUN = ["--algo", "ppo", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--eval-episodes", "1",
+            "--no-progress"]
+
+
+def _on_full_disk(argv, limit=0, cwd=None):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", FULL_DISK.format(limit=limit), *map(str, argv)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
+    return done.returncode, done.stderr.strip()
+
+
+def test_a_disk_full_at_the_start_is_one_line_and_leaves_nothing(tmp_path):
+    code, err = _on_full_disk(["run", *TINY_RUN, "--total-steps", "512", "--run-dir", tmp_path / "new" / "run"])
+    assert code == 1 and len(err.splitlines()) == 1 and "no space left" in err, err
+    assert list(tmp_path.iterdir()) == [], "the lock or the run directory was left behind"
+
+
+def test_a_resume_on_a_full_disk_is_one_line_and_changes_nothing(fixtures, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(fixtures / "stale_lock", run)
+    before = _tree(run)
+    code, err = _on_full_disk(["run", "--resume", run, "--total-steps", "1024"])
+    assert code == 1 and len(err.splitlines()) == 1 and "no space left" in err, err
+    assert _tree(run) == before, "a file of the refused run was changed (its lock included)"
+
+
+def test_a_disk_filling_in_the_middle_of_a_run_is_one_line_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys):
+    """TensorBoard's writer thread meets the full disk first: its error reaches the trainer at the next scalar, and
+    closing the writer (which fails too) must not replace the one line with a traceback."""
+    import errno
+
+    from tensorboard.summary.writer import record_writer
+
+    from core.training.checkpoint import load_checkpoint
+
+    write, calls = record_writer.RecordWriter.write, []
+
+    def filling(self, data):
+        calls.append(1)
+        if len(calls) > 40:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(self, data)
+    monkeypatch.setattr(record_writer.RecordWriter, "write", filling)
+    run = tmp_path / "run"
+    code = main(["run", *TINY_RUN, "--total-steps", "4096", "--checkpoint-every-s", "0.01", "--run-dir", str(run)])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "no space left" in err, err
+    monkeypatch.undo()
+    state = load_checkpoint(run / "checkpoint.pt")
+    assert 0 < state["global_step"] < 4096
+    assert main(["run", "--resume", str(run), "--no-progress"]) == 0

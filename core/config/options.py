@@ -8,6 +8,7 @@ first sentence in ``--help``, all of it in ``docs/options.md``.  Algorithm defin
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -20,6 +21,69 @@ MAX_SEED = 2**32 - 1  # NumPy and Gymnasium seeds are 32-bit
 
 class ConfigError(ValueError):
     """A user-facing configuration problem; the CLI prints it as one line and exits 2."""
+
+
+MAX_SHOWN = 80  # characters of a value an error message echoes
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters (a message never echoes megabytes)."""
+    text = value if isinstance(value, str) and limit < 0 else repr(value)
+    limit = abs(limit)
+    return text if len(text) <= limit else f"{text[: limit - 20]}...({len(text)} characters)"
+
+
+# env kwargs that size an episode or a world, as envs commonly name them: each must be a whole number in these bounds
+# (0 makes episodes that end before a step, or none; a huge one allocates or steps for minutes before failing)
+ENV_SIZE_KWARGS = {"max_steps": 10**8, "max_episode_steps": 10**8, "max_cycles": 10**8, "size": 1000, "N": 100,
+                   "num_agents": 100, "n_agents": 100, "num_good": 100, "num_adversaries": 100, "num_obstacles": 100}
+
+
+def check_env_sizes(kwargs: Optional[dict], limits: Optional[dict] = None) -> None:
+    """One line for an env kwarg of :data:`ENV_SIZE_KWARGS` (or ``limits``) that is not a whole number in 1 .. its
+    bound: refused before any env is made."""
+    for key, bound in (limits or ENV_SIZE_KWARGS).items():
+        value = (kwargs or {}).get(key)
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ConfigError(f"--env-kwargs {key}={shown(value)} must be a whole number in 1 .. {bound}")
+        if value < 1:
+            raise ConfigError(f"--env-kwargs {key}={shown(value)} must be >= 1")
+        if value > bound:
+            raise ConfigError(f"--env-kwargs {key}={shown(value)} is beyond the sane limit of {bound}")
+
+
+def available_memory(device: str = "cpu") -> Optional[int]:
+    """Bytes a run may still allocate: the host's available memory (``MemAvailable``), or a CUDA device's total; None
+    when unknown."""
+    if str(device).startswith("cuda"):
+        try:
+            import torch
+
+            return torch.cuda.get_device_properties(torch.device(device)).total_memory
+        except Exception:
+            return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_memory(need: int, what: str, fix: str, device: str = "cpu") -> None:
+    """One line, before anything is allocated or created, when ``what`` would need more than 80% of the memory
+    :func:`available_memory` reports."""
+    avail = available_memory(device)
+    if avail is not None and need > 0.8 * avail:
+        raise ConfigError(f"{what} needs about {need / 2**30:.1f} GiB, more than the {avail / 2**30:.1f} GiB of memory "
+                          f"available; {fix}")
 
 
 class RunInterrupted(Exception):

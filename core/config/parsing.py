@@ -24,12 +24,14 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from core.config.options import ConfigError, flag
+from core.config.options import ConfigError, flag, shown
 
 # Fields that may change when a run is resumed; everything else defines the run.
 RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",
                        "eval_episodes", "torch_threads"}
 MAX_CONFIG_BYTES = 1_000_000  # a config or recipe is a few KB; refuse to read /dev/zero
+MAX_NESTING = 32  # lists and mappings inside each other; parsers recurse once per level (RecursionError)
+MAX_ITEMS = 10_000  # entries of one list option (hidden_sizes has at most 16)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -211,25 +213,75 @@ def _literal(raw: str) -> Any:
     else the text itself."""
     if raw.lower() in _WORDS:
         return _WORDS[raw.lower()]
+    check_nesting(raw, f"value {shown(raw)}")
     try:
         value = ast.literal_eval(raw)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     else:
         if not _plain(value):
-            raise ConfigError(f"'{raw}' is a {type(value).__name__}; values are numbers, strings, booleans, lists, "
+            raise ConfigError(f"{shown(raw)} is a {type(value).__name__}; values are numbers, strings, booleans, lists, "
                               "tuples or dicts")
         return value
     if raw and raw[0] in "[{":
         try:
             value = yaml.safe_load(raw)
             return value if _plain(value) else raw
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError, MemoryError):
             pass
     try:
         return float(raw)  # inf, nan: numbers, which the option's own check then judges
     except ValueError:
         return raw
+
+
+def nesting_depth(text: str) -> int:
+    """How deep brackets (``[``, ``{``, ``(``) nest in ``text`` outside quotes, and how deep a YAML block nests by
+    indentation, counted in one pass without parsing (so that no parser meets a depth it would recurse into)."""
+    depth = deepest = 0
+    quote = None
+    indents: list[int] = []
+    for line in text.splitlines():
+        stripped = line.lstrip(" -")
+        if stripped and not stripped.startswith("#") and depth == 0 and quote is None:
+            indent = len(line) - len(stripped)
+            while indents and indents[-1] >= indent:
+                indents.pop()
+            indents.append(indent)
+            deepest = max(deepest, len(indents) - 1 + line[:indent].count("-"))
+        for ch in line:
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "[{(":
+                depth += 1
+                deepest = max(deepest, depth + len(indents) - 1)
+            elif ch in "]})":
+                depth = max(depth - 1, 0)
+        quote = None if quote == "'" and depth == 0 else quote
+    return deepest
+
+
+def check_nesting(text: str, what: str) -> None:
+    """One line for ``text`` nested deeper than :data:`MAX_NESTING`."""
+    if len(text) > MAX_NESTING and nesting_depth(text) > MAX_NESTING:
+        raise ConfigError(f"{what} nests lists or mappings more than {MAX_NESTING} deep; write a flatter value")
+
+
+def load_yaml_text(text: str, where: str) -> Any:
+    """``yaml.safe_load`` with its failures as one line: malformed YAML, nesting deeper than :data:`MAX_NESTING`
+    (checked before parsing; a RecursionError is caught too), or a list of more than :data:`MAX_ITEMS` entries."""
+    check_nesting(text, where)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"{where} is not valid YAML{line}; fix the syntax") from e
+    except RecursionError as e:
+        raise ConfigError(f"{where} nests lists or mappings more than {MAX_NESTING} deep; write a flatter value") from e
+    return value
 
 
 def split_top_level(text: str) -> list[str]:
@@ -245,16 +297,16 @@ def split_top_level(text: str) -> list[str]:
             stack.append(_CLOSE[ch])
         elif ch in ")]}":
             if not stack or stack.pop() != ch:
-                raise ConfigError(f"unbalanced '{ch}' in '{text}'; {fix}")
+                raise ConfigError(f"unbalanced '{ch}' in {shown(text)}; {fix}")
         elif (ch.isspace() or ch == ",") and not stack:
             tokens.append(current)
             current = ""
             continue
         current += ch
     if quote:
-        raise ConfigError(f"unclosed quote {quote} in {text!r}; {fix}")
+        raise ConfigError(f"unclosed quote {quote} in {shown(text)}; {fix}")
     if stack:
-        raise ConfigError(f"unclosed bracket (no '{stack[-1]}') in '{text}'; {fix}")
+        raise ConfigError(f"unclosed bracket (no '{stack[-1]}') in {shown(text)}; {fix}")
     return [t for t in [*tokens, current] if t]
 
 
@@ -270,7 +322,7 @@ def parse_kwargs_text(text, example: str = "'size=5 max_steps=100'") -> dict[str
     for token in split_top_level(text if isinstance(text, str) else " ".join(text)):
         m = _KWARG.match(token)
         if m is None:
-            raise ConfigError(f"'{token}' is not key=value; write e.g. {example} (quote a value with spaces: "
+            raise ConfigError(f"{shown(token)} is not key=value; write e.g. {example} (quote a value with spaces: "
                               "name='a b')")
         key, raw = m.groups()
         if key in out:
@@ -298,25 +350,27 @@ def coerce(name: str, value: Any, tp: Any, where: str = "config") -> Any:
     origin = typing.get_origin(inner)
     if origin is Literal:
         if value not in typing.get_args(inner):
-            raise ConfigError(f"{where}: '{name}' must be one of {typing.get_args(inner)}, got {value!r}")
+            raise ConfigError(f"{where}: '{name}' must be one of {typing.get_args(inner)}, got {shown(value)}")
         return value
     if origin is tuple:
         item = typing.get_args(inner)[0]
         values = [value] if isinstance(value, (int, str)) and item is not int else value
+        if isinstance(values, (list, tuple)) and len(values) > MAX_ITEMS:
+            raise ConfigError(f"{where}: '{name}' has {len(values)} entries; at most {MAX_ITEMS}")
         if not isinstance(values, (list, tuple)) or not all(isinstance(v, item) and not isinstance(v, bool)
                                                             for v in values):
-            raise ConfigError(f"{where}: '{name}' must be a list of {item.__name__}s, got {value!r}")
+            raise ConfigError(f"{where}: '{name}' must be a list of {item.__name__}s, got {shown(value)}")
         return tuple(values)
     if origin is dict:
         if isinstance(value, str):
             return parse_kwargs_text(value)
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ConfigError(f"{where}: '{name}' must be a mapping of name: value, got {value!r}")
+            raise ConfigError(f"{where}: '{name}' must be a mapping of name: value, got {shown(value)}")
         return dict(value)
     ok = {bool: isinstance(value, bool), int: isinstance(value, int) and not isinstance(value, bool),
           float: isinstance(value, (int, float)) and not isinstance(value, bool), str: isinstance(value, str)}
     if not ok.get(inner, False):
-        raise ConfigError(f"{where}: '{name}' must be {inner.__name__}, got {value!r}")
+        raise ConfigError(f"{where}: '{name}' must be {inner.__name__}, got {shown(value)}")
     return inner(value)
 
 
@@ -336,12 +390,7 @@ def read_yaml(path: Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path} is not UTF-8 text (byte {e.start}); save it as UTF-8 YAML") from e
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"{path} is not valid YAML{where}; fix the syntax") from e
+    return load_yaml_text(text, str(path))
 
 
 # Option names of Stable-Baselines3 and CleanRL that users type by habit -> ours (for the "did you mean" hint)
@@ -368,7 +417,7 @@ def coerce_mapping(raw: Any, cls: type, where: str, reserved: tuple[str, ...] = 
         if name not in names:
             close = [PEER_NAMES[name]] if PEER_NAMES.get(name) in names else difflib.get_close_matches(name, names, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{where}: unknown option '{key}'{hint}")
+            raise ConfigError(f"{where}: unknown option {shown(str(key))}{hint}")
         out[name] = coerce(name, value, hints[name], where)
     return out
 

@@ -12,7 +12,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from core.envs import minigrid
-from core.config.options import ConfigError
+from core.config.options import ConfigError, check_env_sizes
 
 
 def _ensure_registered(env_id: str) -> None:
@@ -133,6 +133,7 @@ _MAKE_ARGS = frozenset(p for f in (gym.make, gym.make_vec) for p in inspect.sign
 def constructor_kwargs(env: str, env_kwargs: Optional[dict]) -> dict:
     """``env_kwargs`` as a new dict, refusing a name that gym.make or gym.make_vec would take for themselves."""
     kwargs = dict(env_kwargs or {})
+    check_env_sizes(kwargs)
     taken = sorted(set(kwargs) & _MAKE_ARGS)
     if taken:
         raise ConfigError(f"--env-kwargs {taken[0]} is an argument of gymnasium.make, not of the constructor of env "

@@ -57,10 +57,13 @@ def _has_fd(stream) -> bool:
 def bench(argv: Sequence[str]) -> int:
     """Hand ``argv[1:]`` to the script's own parser (so ``--help`` shows its flags); its exit code."""
     argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        print(f"dapo bench: error: name a benchmark; {USAGE} (its options: dapo bench NAME --help)", file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
         print(USAGE + "\n\nRun a benchmark script of experiments/ (resumable; tables, CSV and plots under "
-              "experiments/results/). Its options: dapo bench NAME --help", file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
+              "experiments/results/). Its options: dapo bench NAME --help")
+        return 0
     if argv[0] not in BENCHMARKS:
         print(f"dapo bench: error: unknown benchmark '{argv[0]}'; choose one of: {', '.join(BENCHMARKS)}",
               file=sys.stderr)

@@ -18,10 +18,11 @@ from typing import Optional, Sequence
 
 import yaml
 
-from core.training.checkpoint import DiskFull
+from core.training.checkpoint import disk_full_cause
 from core.config.parsing import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
 from core.run.registry import Command, Family, Plugins, plugins
+from core.run.rundir import os_error_line
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
@@ -32,6 +33,15 @@ EXT_HELP = ("Turn on an extension, or set some options of one a recipe turned on
             "--ext NAME add up); --ext NAME off removes it.")
 TRUST_HELP = ("Make an env that a file (the run's config.yaml, a recipe) names as module:factory: imports and runs "
               "that module's code; only for files you trust.")
+
+
+MAX_LINE = 1000  # characters of an error line: a message never echoes megabytes
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of at most :data:`MAX_LINE` characters (the middle cut out)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_LINE else f"{text[:700]} ... {text[-(MAX_LINE - 705):]}"
 
 
 def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
@@ -232,11 +242,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         chosen = next(c for c in found.commands if c.name == args.command)
         return chosen.run(args) or 0
     except ConfigError as e:
-        print(f"dapo {command}: error: {e}", file=sys.stderr)
+        print(one_line(f"dapo {command}: error: {e}"), file=sys.stderr)
         return EXIT_USAGE
-    except DiskFull as e:
-        print(f"dapo {command}: error: {e.strerror}; the last checkpoint is intact: free space, then continue with "
-              "dapo run --resume RUN_DIR", file=sys.stderr)
+    except RecursionError:  # a parser met nesting its depth limits did not foresee: still one line
+        print(f"dapo {command}: error: the input nests too deep to read; write flatter values", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        full = disk_full_cause(e)
+        if full is not None:
+            print(one_line(f"dapo {command}: error: {full.strerror}; the last checkpoint is intact: free space, then "
+                           "continue with dapo run --resume RUN_DIR"), file=sys.stderr)
+        else:
+            print(one_line(f"dapo {command}: error: {os_error_line(e)}"), file=sys.stderr)
         return EXIT_FAILED
     except RunInterrupted as e:
         print(f"interrupted: checkpoint saved; continue with: dapo run --resume {e.run_dir}", file=sys.stderr)

@@ -10,6 +10,7 @@ blocks its resume.  :func:`load_run_config` reads the Gymnasium family's config.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.config.legacy import translate
-from core.config.options import ConfigError, TrainConfig
+from core.config.options import ConfigError, TrainConfig, shown
 from core.config.parsing import load_run_config as read_run_config, required_fields
 from core.envs.make import imports_code
 
@@ -30,8 +31,11 @@ LEFTOVERS = frozenset({*RUN_FILES, LOCK_NAME, "tb", "snapshots", "learning_curve
 
 def _first_existing(path: Path) -> Path:
     for p in (path, *path.parents):
-        if p.exists():
-            return p
+        try:
+            if p.exists():
+                return p
+        except OSError:  # a name too long to look up (check_name_lengths says so)
+            continue
     return Path("/")
 
 
@@ -75,9 +79,27 @@ def check_contents(path: Path) -> None:
                           "); choose an empty or new directory")
 
 
+def check_name_lengths(path: Path) -> None:
+    """One line for a path whose name, or one of its folders' names, is longer than the file system allows (it would
+    fail with ENAMETOOLONG on the first file written)."""
+    existing = _first_existing(Path(path).absolute())
+    try:
+        name_max, path_max = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    long = next((part for part in Path(path).parts if len(os.fsencode(part)) > name_max), None)
+    if long is not None:
+        raise ConfigError(f"--run-dir {shown(str(path))}: the name {shown(long)} is {len(os.fsencode(long))} bytes "
+                          f"long; the file system allows {name_max}; choose a shorter name")
+    if len(os.fsencode(str(Path(path).absolute()))) + 32 > path_max:  # 32: room for the files written inside
+        raise ConfigError(f"--run-dir {shown(str(path))} is too long a path (the file system allows {path_max} "
+                          "bytes); choose a shorter one")
+
+
 def check_run_dir(path: Path, resume: bool) -> None:
     """One-line errors for a run directory that cannot be used; creates nothing."""
     path = Path(path)
+    check_name_lengths(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--run-dir {path} is a file; choose a directory")
     existing = _first_existing(path)
@@ -96,7 +118,9 @@ def check_run_dir(path: Path, resume: bool) -> None:
 
 
 class RunLock:
-    """An exclusive lock on a run directory, held until :meth:`release` or the process's end."""
+    """An exclusive lock on a run directory, held until :meth:`release` or the process's end.  :meth:`acquire` takes
+    the lock without changing an existing lock file; :meth:`claim` writes this process's pid into it once the start is
+    accepted, so that a refused start (or resume) leaves the run's files, its lock included, as they were."""
 
     def __init__(self, run_dir: Path):
         self.run_dir, self.fd = Path(run_dir), None
@@ -106,12 +130,16 @@ class RunLock:
         missing = [p for p in (self.run_dir, *self.run_dir.parents) if not p.exists()]
         lock_path = self.run_dir / LOCK_NAME
         made_lock = not lock_path.exists()
+        self.created = ([lock_path] if made_lock else []) + missing
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
+            self.abandon()  # the folders made before the failure
+            from core.training.checkpoint import DISK_FULL, DiskFull
+            if e.errno in DISK_FULL:
+                raise DiskFull(e.errno, f"no space left to create {self.run_dir}") from e
             raise ConfigError(f"cannot create {self.run_dir}: {e.strerror or e}; choose another --run-dir") from e
-        self.created = ([lock_path] if made_lock else []) + missing
         for attempt in range(10):  # another process's holder() probe holds the lock for an instant
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -123,10 +151,22 @@ class RunLock:
                     self.created = []
                     raise _busy(self.run_dir, holder_pid) from None
                 time.sleep(0.02)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
         self.fd = fd
         return self
+
+    def claim(self) -> None:
+        """Write this process's pid into the held lock file (what :func:`holder` reports to others).  Out of space:
+        :class:`core.training.checkpoint.DiskFull`."""
+        from core.training.checkpoint import DISK_FULL, DiskFull
+
+        pid = str(os.getpid()).encode()
+        try:  # the write first: on a full disk it fails with the old pid still in place
+            os.pwrite(self.fd, pid, 0)
+            os.ftruncate(self.fd, len(pid))
+        except OSError as e:
+            if e.errno in DISK_FULL:
+                raise DiskFull(e.errno, f"no space left to write {self.run_dir / LOCK_NAME}") from e
+            raise
 
     def release(self) -> None:
         if self.fd is not None:
@@ -141,9 +181,22 @@ class RunLock:
         for p in self.created:
             try:
                 p.unlink() if p.name == LOCK_NAME else p.rmdir()  # rmdir: only if still empty
+            except FileNotFoundError:  # a failed acquire() had not made it yet
+                continue
             except OSError:
                 break
         self.created = []
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for a failure of the operating system on a run's files (a name too long, a read-only or vanished
+    directory, an I/O error): what failed on which file and what to do."""
+    where = f" {shown(str(e.filename), 200)}" if e.filename else ""
+    what = e.strerror or type(e).__name__
+    if e.errno == errno.ENAMETOOLONG:
+        return f"cannot write{where}: {what}; choose a shorter --run-dir"
+    return f"cannot write{where}: {what}; the last checkpoint (if any) is intact: fix it, then continue with dapo run " \
+           "--resume RUN_DIR"
 
 
 # preset-filled fields (default None) that a resolved config may leave unset; config.yaml must record all others

@@ -172,6 +172,7 @@ def start_run(cfg, resume: bool, build: Callable[[Any, Path], Any], main: bool =
                       "replaced)", file=sys.stderr, flush=True)
                 for stale in (run_dir / "tb").glob("events.out.tfevents.*"):
                     stale.unlink()
+            lock.claim()  # the start is accepted: only now is any file of the run changed
             remove_orphans(run_dir)
             atomic_write(run_dir / "config.yaml", lambda f: f.write(write_yaml_config(cfg)))
     except BaseException:
@@ -205,10 +206,14 @@ def train_interruptibly(trainer, logger, progress) -> None:
     previous = signal.signal(signal.SIGINT, request_stop)
     try:
         trainer.train(logger, progress)
-    finally:
+    except BaseException:
         signal.signal(signal.SIGINT, previous)
         progress.close()
-        logger.close()
+        logger.close(quiet=True)  # the training's error is the one to report (a full disk fails the close too)
+        raise
+    signal.signal(signal.SIGINT, previous)
+    progress.close()
+    logger.close()
 
 
 class NullLogger:
@@ -217,7 +222,7 @@ class NullLogger:
     def log(self, step: int, metrics: dict) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, quiet: bool = False) -> None:
         pass
 
 

@@ -38,6 +38,21 @@ class DiskFull(OSError):
     """Writing a run file failed for lack of space; the previous version of the file is intact."""
 
 
+def disk_full_cause(e: BaseException):
+    """The :class:`DiskFull` or out-of-space OSError in ``e``'s chain of causes and contexts (a failure to close a
+    file while reporting a full disk hides the first one), else None."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, DiskFull):
+            return e
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return DiskFull(e.errno, f"no space left to write {e.filename}" if e.filename else "no space left on the "
+                                     "device")
+        e = e.__cause__ or e.__context__
+    return None
+
+
 @contextlib.contextmanager
 def sigint_deferred():
     """Hold Ctrl-C until the block ends (then raise KeyboardInterrupt), so that a checkpoint being written is never
@@ -243,7 +258,7 @@ def _load_legacy(path: Path, strict_error: Exception) -> dict:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, AttributeError, TypeError, ValueError, EOFError) as e:
         refused = "Weights only load failed" in str(strict_error) or isinstance(e, pickle.UnpicklingError)
-        if refused and "Unsupported global" in str(e):
+        if refused and any(word in str(e).lower() for word in ("unsupported global", "is blocked")):
             raise ConfigError(f"checkpoint {path} holds objects other than tensors and plain data; refused (loading "
                               "it could run code). Train again, or load it only if you trust its author with the "
                               "toolkit at commit c94a516") from e
@@ -281,9 +296,66 @@ def check_counters(state: dict, path: Path) -> None:
                           "start a new run")
 
 
+def schema_mismatch(saved: Any, fresh: Any, where: str = "") -> Any:
+    """Where ``saved`` (a checkpoint's entry) departs from ``fresh`` (the same entry of a trainer just built for the
+    run's config), as ``(where, what)``, else None: a missing key, another type, a tensor or array of another shape or
+    kind, a list of another length (per-agent values: one per agent), a NaN or infinity where the fresh entry is
+    finite.  Extra keys are allowed (older and newer versions)."""
+    if isinstance(fresh, dict):
+        if not isinstance(saved, dict):
+            return where, f"is a {type(saved).__name__}, not a mapping"
+        for k, v in fresh.items():
+            if k not in saved:
+                return f"{where}.{k}".lstrip("."), "is missing"
+            found = schema_mismatch(saved[k], v, f"{where}.{k}".lstrip("."))
+            if found:
+                return found
+        return None
+    if isinstance(fresh, (torch.Tensor, np.ndarray)):
+        if not isinstance(saved, (torch.Tensor, np.ndarray)):
+            return where, f"is a {type(saved).__name__}, not an array"
+        if tuple(saved.shape) != tuple(fresh.shape):
+            return where, f"has shape {tuple(saved.shape)}, not {tuple(fresh.shape)}"
+        saved_t, fresh_t = torch.as_tensor(saved), torch.as_tensor(fresh)
+        if saved_t.is_floating_point() != fresh_t.is_floating_point():
+            return where, f"holds {saved_t.dtype}, not {fresh_t.dtype}"
+        if saved_t.is_floating_point() and bool(torch.isfinite(fresh_t).all()) and not bool(torch.isfinite(saved_t).all()):
+            return where, "holds NaN or infinite values"
+        return None
+    if isinstance(fresh, (list, tuple)):
+        if not isinstance(saved, (list, tuple)):
+            return where, f"is a {type(saved).__name__}, not a list"
+        if len(saved) != len(fresh):
+            return where, f"has {len(saved)} entries, not {len(fresh)}"
+        for i, (a, b) in enumerate(zip(saved, fresh)):
+            found = schema_mismatch(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(fresh, float) and math.isfinite(fresh):
+        if not (isinstance(saved, (int, float)) and not isinstance(saved, bool) and math.isfinite(saved)):
+            return where, f"is {saved!r}, not a finite number"
+    return None
+
+
+def check_schema(state: dict, fresh: dict, keys: tuple[str, ...], path: Path) -> None:
+    """One line for the first of ``keys`` whose checkpoint entry does not match the fresh trainer's
+    (:func:`schema_mismatch`); checked before anything is loaded or trained on it."""
+    for key in keys:
+        if key in fresh and state.get(key) is not None:
+            found = schema_mismatch(state[key], fresh[key], key)
+            if found:
+                raise ConfigError(f"checkpoint {path}: {found[0]} {found[1]} (damaged, or from another run); restore "
+                                  "it from a backup or start a new run")
+
+
 def load_state(target: Any, state: dict, path: Path) -> None:
     """``target.load_state_dict(state)`` with a checkpoint that does not fit (a tensor of another shape, a missing or
-    mistyped entry) as one line instead of a traceback."""
+    mistyped entry) as one line instead of a traceback.  The entries named by ``target.CHECKPOINT_SCHEMA`` are first
+    checked against the target's own state (:func:`check_schema`: shapes, lengths per agent, finiteness)."""
+    keys = getattr(target, "CHECKPOINT_SCHEMA", ())
+    if keys:
+        check_schema(state, target.state_dict(), keys, path)
     try:
         target.load_state_dict(state)
     except ConfigError:

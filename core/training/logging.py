@@ -5,15 +5,17 @@ Namespaces: ``rollout/`` (episodes), ``train/`` (losses, clip stats, lr, eps), `
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
 
-from core.training.checkpoint import atomic_write
+from core.training.checkpoint import DISK_FULL, DiskFull, atomic_write
 
 
 class MetricLogger:
@@ -39,7 +41,9 @@ class MetricLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             purge = None if resume_step is None else resume_step + 1
-            self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=purge)
+            with self._tb_errors():
+                self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=purge)
+            _quiet_writer_threads()
 
     def _rewrite(self, rows: list[dict]) -> None:
         def write(f):
@@ -69,13 +73,48 @@ class MetricLogger:
                 f.truncate(size)
                 raise
         if self.tb is not None:
-            for k, v in metrics.items():
-                if isinstance(v, (int, float)) and not math.isnan(v):
-                    self.tb.add_scalar(k, v, step)
+            with self._tb_errors():
+                for k, v in metrics.items():
+                    if isinstance(v, (int, float)) and not math.isnan(v):
+                        self.tb.add_scalar(k, v, step)
 
-    def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
+    @contextlib.contextmanager
+    def _tb_errors(self):
+        """TensorBoard's writes (done by its own thread, whose failure the next call re-raises) failing for lack of
+        space: :class:`DiskFull`, as a run file's would."""
+        try:
+            yield
+        except OSError as e:
+            if e.errno in DISK_FULL:
+                raise DiskFull(e.errno, f"no space left to write {self.path.parent / 'tb'}") from e
+            raise
+
+    def close(self, quiet: bool = False) -> None:
+        """Flush and close TensorBoard's file; ``quiet``: a failure to do so is dropped (closing after another error,
+        which is the one to report)."""
+        tb, self.tb = self.tb, None
+        if tb is None:
+            return
+        try:
+            with self._tb_errors():
+                tb.close()
+        except Exception:
+            if not quiet:
+                raise
+
+
+def _quiet_writer_threads() -> None:
+    """Keep TensorBoard's writer thread from printing a traceback when its write fails for lack of space: the main
+    thread gets the error at its next TensorBoard call (:meth:`MetricLogger._tb_errors`) and reports it in one line."""
+    if getattr(threading.excepthook, "quiet_disk_full", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args):
+        if not (isinstance(args.exc_value, OSError) and args.exc_value.errno in DISK_FULL):
+            previous(args)
+    hook.quiet_disk_full = True
+    threading.excepthook = hook
 
 
 def read_metrics(path: Path) -> dict[str, list[float]]:

@@ -62,6 +62,9 @@ def flatten(rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -
 
 
 class Trainer(HealthRecords):
+    # checked against a fresh trainer before loading (core.training.checkpoint.check_schema): shapes, finite weights
+    CHECKPOINT_SCHEMA = ("actor", "critic")
+
     def __init__(self, cfg: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = Distributed.local_device(pick_device(cfg.device))

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from core.config.parsing import coerce_mapping, read_yaml
-from core.config.options import ConfigError
+from core.config.options import ConfigError, shown
 
 HERE = Path(__file__).parent
 RESERVED = ("description", "base")
+MAX_CHAIN = 16  # recipes applied through 'base' (or 'recipe') inside each other; the shipped ones use 2
 
 
 def is_path(name: str) -> bool:
@@ -60,12 +61,15 @@ def load(name: str, cls: type, dirs: Iterable[Path] = (HERE,), near: Optional[Pa
     key = str(path.resolve())
     if key in _seen:
         raise ConfigError(f"recipe {path} includes itself through its 'base' recipes; remove the cycle")
+    if len(_seen) >= MAX_CHAIN:
+        raise ConfigError(f"recipe {_seen[0]} applies more than {MAX_CHAIN} recipes inside each other through 'base' "
+                          f"(at {path}); flatten the chain")
     values = coerce_mapping(read_yaml(path), cls, f"recipe {path}", RESERVED)
     values.pop("description", None)
     base = values.pop("base", None) or []
     bases = [base] if isinstance(base, str) else base
     if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
-        raise ConfigError(f"recipe {path}: 'base' must be a recipe name or a list of names, got {base!r}")
+        raise ConfigError(f"recipe {path}: 'base' must be a recipe name or a list of names, got {shown(base)}")
     bases += values.pop("recipe", ())  # a --config file's recipes: under its own values, as --recipe would be
     layers = [load(b, cls, dirs, path.parent, (*_seen, key)) for b in bases]
     return merge([*layers, values])
