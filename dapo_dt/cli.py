@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.config.parsing import OneLineParser
+from core.config.flags import OneLineParser
 from core.config.options import MAX_SEED, ConfigError
 from core.run.registry import Command
 

@@ -74,7 +74,7 @@ def parser(prog, description: str):
     """A benchmark script's parser: usage errors are one line and exit 2."""
     import argparse
 
-    from core.config.parsing import OneLineParser
+    from core.config.flags import OneLineParser
 
     return OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
 

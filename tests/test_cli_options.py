@@ -8,7 +8,8 @@ import pytest
 
 from core.run import recipes
 from core.run.cli import build_parser, explicit_from_args, main
-from core.config.parsing import field_docs, first_sentence, parse_kwargs_text
+from core.config.fields import field_docs, first_sentence
+from core.config.parsing import parse_kwargs_text
 from core.config.options import ConfigError, TrainConfig
 from core.run.presets import resolve
 from core.run.registry import plugins
@@ -280,7 +281,7 @@ def test_shared_option_groups_are_declared_once_and_listed_where_each_family_put
 
     from core.config.groups import DivergenceOptions, HealthOptions, SamplerOptions
     from core.config.options import TrainConfig
-    from core.config.parsing import field_docs, ordered_fields
+    from core.config.fields import field_docs, ordered_fields
     from dapo_ma.config import MAConfig
 
     shared = [f.name for g in (SamplerOptions, HealthOptions, DivergenceOptions) for f in dataclasses.fields(g)]

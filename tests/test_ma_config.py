@@ -3,7 +3,8 @@ import argparse
 
 import pytest
 
-from core.config.parsing import add_config_flags, write_yaml_config
+from core.config.flags import add_config_flags
+from core.config.parsing import write_yaml_config
 from core.config.options import ConfigError
 from dapo_ma.config import MA_ALGOS, MAConfig, parse_env_kwargs, resolve
 

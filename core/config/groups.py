@@ -1,7 +1,7 @@
 """Option groups that several families' configs share, declared once and mixed into each config with flat field
 names (``TrainConfig(collapse_window=5)``, ``--collapse-window``, ``collapse_window:`` in config.yaml).
 
-A config places a group's fields with a ``# +GroupName`` line in its body (:func:`core.config.parsing.field_docs`),
+A config places a group's fields with a ``# +GroupName`` line in its body (:func:`core.config.fields.field_docs`),
 so that ``--help``, docs/options.md and config.yaml list them where the family declares that group.  A family keeps a
 default of its own by declaring the field again (dataclass field override).
 """

@@ -1,30 +1,21 @@
-"""Config dataclasses <-> command-line flags and YAML.
-
-Every dataclass field becomes a ``--flag`` in the argparse group named by the ``# --- group`` comment above it;
-its help is the first sentence of the field's docstring.  A ``# +Group`` line stands for the fields of a shared option
-group the config inherits (core/config/groups.py), in that group's order.  Values from YAML (recipes, config.yaml) are checked
-against the field types here.  Only flags given on the command line are returned (argparse SUPPRESS), so that
-recipes and presets can fill the rest.
-"""
+"""Values as text: YAML files and config.yaml (size, nesting and type checked), ``key=value`` option text, the
+conversion of each value to its field's type, and run configs read back from a run directory.  The fields' docs are
+core/config/fields.py; the command-line flags core/config/flags.py."""
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import difflib
-import inspect
 import math
 import re
-import shutil
-import sys
 import typing
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 
-from core.config.options import ConfigError, flag, shown
+from core.config.fields import ordered_fields, unwrap_optional
+from core.config.options import ConfigError, shown
 
 # Fields that may change when a run is resumed; everything else defines the run.
 RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",
@@ -32,165 +23,6 @@ RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "progress_every_s", 
 MAX_CONFIG_BYTES = 1_000_000  # a config or recipe is a few KB; refuse to read /dev/zero
 MAX_NESTING = 32  # lists and mappings inside each other; parsers recurse once per level (RecursionError)
 MAX_ITEMS = 10_000  # entries of one list option (hidden_sizes has at most 16)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports usage errors as a single line on stderr and exits 2."""
-
-    def error(self, message: str, prog: str = "") -> typing.NoReturn:
-        prog = prog or self.prog
-        print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
-        sys.exit(2)
-
-    def parse_args(self, args=None, namespace=None):
-        """argparse's, but unknown flags name the subcommand whose help lists the valid ones (``dapo run --help``)."""
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}", _chosen(self, parsed).prog)
-        return parsed
-
-    def parse_known_args(self, args=None, namespace=None):
-        """Read ``--flag -inf`` as ``--flag=-inf``: argparse takes a word starting with "-" that is not a plain
-        number for an option, so the value would be missing."""
-        words = []
-        for word in sys.argv[1:] if args is None else args:
-            if word in ("-inf", "-nan") and words and words[-1].startswith("--") and "=" not in words[-1]:
-                words[-1] += "=" + word
-            else:
-                words.append(word)
-        return super().parse_known_args(words, namespace)
-
-
-def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)parser of the subcommand ``parsed`` chose: ``dapo dataset info`` rather than ``dapo``."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
-            return _chosen(action.choices[getattr(parsed, action.dest)], parsed)
-    return parser
-
-
-class CompactHelp(argparse.RawDescriptionHelpFormatter):
-    """Help that fits a screen per group: ``--[no-]flag`` for booleans, one metavar per option."""
-
-    def __init__(self, prog: str):
-        super().__init__(prog, max_help_position=30, width=shutil.get_terminal_size((100, 24)).columns - 2)
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        if isinstance(action, argparse.BooleanOptionalAction):
-            return "--[no-]" + action.option_strings[0][2:]
-        if action.option_strings and action.nargs != 0:
-            return f"{action.option_strings[0]} {self._metavar_formatter(action, action.dest.upper())(1)[0]}"
-        return super()._format_action_invocation(action)
-
-
-@lru_cache(maxsize=None)
-def field_docs(cls: type) -> tuple[dict[str, str], dict[str, str]]:
-    """``(docs, groups)``: each field's docstring (the string literal after it) and its ``# --- group`` section, in
-    the order the config lists them; a ``# +Group`` line lists an inherited option group's fields there.  A field a
-    config declares again (a family default) keeps the group's docstring unless it brings its own."""
-    source = inspect.getsource(cls)
-    body = ast.parse(source).body[0].body
-    docs = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    mixins = {base.__name__: base for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)}
-    groups, group = {}, "options"
-    for line in source.splitlines():
-        m = re.match(r"\s*# --- (\w[\w -]*)", line)  # "online fine-tuning", "dapo-dt"
-        if m:
-            group = m.group(1).strip()
-        m = re.match(r"\s*# \+(\w+)\s*$", line)
-        if m:
-            mixin_docs, mixin_groups = field_docs(mixins[m.group(1)])
-            docs.update({name: text for name, text in mixin_docs.items() if name not in docs})
-            groups.update(dict.fromkeys(mixin_groups, group))
-        m = re.match(r"\s{4}(\w+): ", line)
-        if m and m.group(1) in docs:
-            groups[m.group(1)] = group
-    return docs, groups
-
-
-def ordered_fields(cls: type) -> list[dataclasses.Field]:
-    """The dataclass fields in the order the config lists them (:func:`field_docs`), not base classes first."""
-    order = {name: i for i, name in enumerate(field_docs(cls)[1])}
-    fields = dataclasses.fields(cls)
-    return sorted(fields, key=lambda f: (order.get(f.name, len(order)), fields.index(f)))
-
-
-_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|et al|vs|cf)|\.)$", re.IGNORECASE)  # before a non-final "."
-
-
-def first_sentence(doc: str) -> str:
-    """The text up to the first full stop that ends a sentence: followed by white space and then not by a lowercase
-    letter or a digit, and not part of '..', 'e.g.', 'i.e.', 'et al.', 'vs.' or 'cf.'."""
-    for m in re.finditer(r"\.\s+(?=\S)", doc):
-        following = doc[m.end()]
-        if not (following.islower() or following.isdigit() or _ABBREVIATION.search(doc[: m.start()])):
-            return doc[: m.start() + 1]
-    return doc
-
-
-def _unwrap(tp: Any) -> tuple[Any, bool]:
-    """``Optional[X]`` -> ``(X, True)``."""
-    if typing.get_origin(tp) is Union:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return args[0], True
-    return tp, False
-
-
-def _scalar_parser(tp: Any, optional: bool):
-    def parse(text: str):
-        if optional and text.lower() == "none":
-            return None
-        if tp is int:  # '1e6' is a common way to write a step count
-            value = float(text) if re.fullmatch(r"[0-9.]+[eE][+]?[0-9]+", text) else int(text)
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError(text)
-            return int(value)
-        return tp(text)
-    parse.__name__ = tp.__name__  # argparse names the type in its error messages
-    return parse
-
-
-def _default_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return " [on]" if value else " [off]"
-    if value is None or value == () or value == {}:
-        return ""
-    return f" [{' '.join(map(str, value)) if isinstance(value, tuple) else value}]"
-
-
-def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One flag per field in its help group, defaulting to SUPPRESS so that only given flags are returned.
-    Returns the argument groups by name (callers may add options to them)."""
-    hints, (docs, field_groups) = typing.get_type_hints(cls), field_docs(cls)
-    groups: dict[str, Any] = {}
-    for f in ordered_fields(cls):
-        if f.name in skip:
-            continue
-        group_name = field_groups.get(f.name, "options")
-        if group_name not in groups:
-            groups[group_name] = parser.add_argument_group(group_name)
-        group = groups[group_name]
-        tp, optional = _unwrap(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kw: dict[str, Any] = {"default": argparse.SUPPRESS, "dest": f.name,
-                              "help": (first_sentence(docs.get(f.name, "")) + _default_text(default)).replace("%", "%%")}
-        name = flag(f.name)
-        origin = typing.get_origin(tp)
-        if tp is bool:
-            group.add_argument(name, action=argparse.BooleanOptionalAction, **kw)
-        elif origin is Literal:
-            group.add_argument(name, choices=typing.get_args(tp), metavar="{" + ",".join(typing.get_args(tp)) + "}", **kw)
-        elif origin is tuple:
-            group.add_argument(name, nargs="+", type=_scalar_parser(typing.get_args(tp)[0], False), metavar="N", **kw)
-        elif origin is dict:
-            group.add_argument(name, type=_kwargs_argument, metavar="K=V", **kw)
-        else:
-            group.add_argument(name, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper()[0], **kw)
-    return groups
 
 
 # --- key=value text (env kwargs, extension options) ------------------------------------------------------------
@@ -331,18 +163,10 @@ def parse_kwargs_text(text, example: str = "'size=5 max_steps=100'") -> dict[str
     return out
 
 
-def _kwargs_argument(text: str) -> dict[str, Any]:
-    """argparse type for ``--env-kwargs``: its own message instead of argparse's 'invalid value'."""
-    try:
-        return parse_kwargs_text(text)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-
-
 # --- YAML --------------------------------------------------------------------------------------------------------
 def coerce(name: str, value: Any, tp: Any, where: str = "config") -> Any:
     """Check and convert one YAML value to the field's type."""
-    inner, optional = _unwrap(tp)
+    inner, optional = unwrap_optional(tp)
     if value is None:
         if optional:
             return None

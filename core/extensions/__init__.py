@@ -25,7 +25,8 @@ import pkgutil
 import typing
 from typing import Any, ClassVar, Optional
 
-from core.config.parsing import coerce, field_docs, first_sentence, parse_kwargs_text
+from core.config.parsing import coerce, parse_kwargs_text
+from core.config.fields import field_docs, first_sentence
 from core.config.options import ConfigError
 
 OFF = ("off", "none", "false")

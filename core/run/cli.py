@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import yaml
 
 from core.training.checkpoint import disk_full_cause
-from core.config.parsing import CompactHelp, OneLineParser, add_config_flags
+from core.config.flags import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
 from core.run.registry import Command, Family, Plugins, plugins
 from core.run.rundir import os_error_line
@@ -173,7 +173,7 @@ def _eval(args, family: Family) -> int:
     side = family.run_side()
     returns = side.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
                             trust_env=args.trust_env)
-    print(f"{side.eval_line(returns)} (env seed {args.seed})")
+    print(f"env seed {args.seed}: {side.eval_line(returns)}")
     return 0
 
 

@@ -8,7 +8,8 @@ import dataclasses
 from pathlib import Path
 from typing import Optional, Sequence
 
-from core.config.parsing import OneLineParser, field_docs
+from core.config.flags import OneLineParser
+from core.config.fields import field_docs
 from core.config.options import flag
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "options.md"
