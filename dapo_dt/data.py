@@ -52,10 +52,15 @@ def load_policy(path: Path, env_id: str, obs_space: gym.Space, act_space: gym.Sp
     if cfg.norm_obs:
         raise ConfigError(f"--policy {path} normalises observations (--norm-obs), which Atari policies do not use")
     state = load_checkpoint(ckpt)
+    if not isinstance(state, dict) or not isinstance(state.get("actor"), dict):
+        found = (f"its 'actor' is a {type(state['actor']).__name__}" if isinstance(state, dict) and "actor" in state
+                 else "it has no 'actor' entry" if isinstance(state, dict) else f"it holds a {type(state).__name__}")
+        raise ConfigError(f"--policy {path}: {ckpt} is not a policy checkpoint of 'dapo run' ({found}); pass a run "
+                          "directory or one of its snapshots/step_<N>.pt")
     actor, _ = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16")
     try:
         actor.load_state_dict(state["actor"])
-    except RuntimeError as e:
+    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise ConfigError(f"--policy {path} was trained on {cfg.env}, whose policy does not fit "
                           f"this env's {act_space} actions; use a policy of the same game") from e
     return actor.eval(), f"{run_dir.name}@{state.get('global_step', '?')}"
@@ -192,11 +197,17 @@ def _datasets_root() -> Path:
 
 
 def _local_datasets() -> list[str]:
-    if not _datasets_root().is_dir():
+    """Ids of the local datasets, found by their ``data/metadata.json`` files.  Not ``minari.list_local_datasets``:
+    it reads every dataset's metadata and warns about each malformed one on every call (issue 57)."""
+    root = _datasets_root()
+    if not root.is_dir():
         return []
-    import minari
-
-    return list(minari.list_local_datasets())
+    found = []
+    for meta_file in root.rglob("data/metadata.json"):
+        rel = meta_file.parent.parent.relative_to(root)
+        if rel.parts and not any(p.startswith(".") for p in rel.parts):
+            found.append(rel.as_posix())
+    return sorted(found)
 
 
 def load(name: str):
@@ -208,7 +219,9 @@ def load(name: str):
         raise ConfigError(f"no local Minari dataset '{name}' (local: {known}); make one with "
                           "'dapo dataset collect' (MINARI_DATASETS_PATH sets the folder)")
     try:
-        ds = minari.load_dataset(name)
+        with warnings.catch_warnings():  # Minari warns about versions and missing optional fields
+            warnings.simplefilter("ignore")
+            ds = minari.load_dataset(name)
     except Exception as e:
         raise ConfigError(f"dataset '{name}' is unreadable ({type(e).__name__}: {e}); collect it again") from e
     meta = ds.storage.metadata.get(METADATA_KEY)
