@@ -5,7 +5,10 @@
     agent = dapo_dt.load(result.run_dir)
     agent.evaluate(episodes=8)        # whole games, actions sampled from the model's softmax
 
-A DT acts on a history of (return-to-go, frame, action) tokens, so there is no single-observation ``predict``;
+    # any Minari dataset with flat Box observations, by name or folder; the env is the one it records
+    dapo_dt.train(dataset_path="~/.minari/datasets/mujoco/hopper/medium-v0", algo="dt", grad_steps=10_000)
+
+A DT acts on a history of (return-to-go, state, action) tokens, so there is no single-observation ``predict``;
 ``agent.trainer.play`` plays whole games and ``agent.model`` is the ``DecisionTransformer``.
 """
 from __future__ import annotations

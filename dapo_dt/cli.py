@@ -1,4 +1,5 @@
-"""``dapo dataset collect|info``: offline Atari datasets (Minari) made by the toolkit's own agents."""
+"""``dapo dataset collect|info``: offline Atari datasets (Minari) made by the toolkit's own agents; ``info`` reads any
+Minari dataset the DT family can train on."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,7 @@ class Dataset(Command):
     from."""
 
     name = "dataset"
-    help = "make or inspect offline Atari datasets (Minari) for dt / dapo-dt"
+    help = "make offline Atari datasets (Minari) or inspect any Minari dataset for dt / dapo-dt / bc / pct-bc"
 
     def add_arguments(self, ds: argparse.ArgumentParser) -> None:
         dsub = ds.add_subparsers(dest="dataset_command", required=True, parser_class=OneLineParser)
@@ -34,8 +35,9 @@ class Dataset(Command):
         col.add_argument("--num-envs", type=int, default=8, help="parallel games [8]")
         col.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
                          help="argmax of the policy when not exploring [on]")
-        info = dsub.add_parser("info", help="episodes, steps and return distribution of a dataset")
-        info.add_argument("name", help="Minari dataset id")
+        info = dsub.add_parser("info", help="episodes, steps, spaces and return distribution of a dataset")
+        info.add_argument("name", nargs="?", default=None, help="Minari dataset id in the local store")
+        info.add_argument("--path", default=None, metavar="DIR", help="a Minari dataset directory instead of a name")
 
     def run(self, args) -> int:
         from dapo_dt import data
@@ -49,6 +51,9 @@ class Dataset(Command):
                 raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
             data.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
                          args.greedy)
-        for k, v in data.info(args.name).items():
+        path = getattr(args, "path", None)
+        if (args.name is None) == (path is None):
+            raise ConfigError("give a dataset NAME or --path DIR (one of them)")
+        for k, v in data.info(args.name, path).items():
             print(f"{k}: {v}")
         return 0

@@ -1,9 +1,12 @@
-"""Configuration of Decision Transformer runs: ``dt`` (the baseline) and ``dapo-dt`` (docs/algorithms.md).
+"""Configuration of Decision Transformer runs: ``dt`` (the baseline), ``dapo-dt``, and the behaviour-cloning
+baselines ``bc`` and ``pct-bc`` (docs/algorithms.md section 6).
 
 ``dapo-dt`` = ``dt`` + a value head, exponential advantage weights on the action loss, the
 advantage FiLM after every attention sub-layer, and (with ``online_steps``) fine-tuning on its own
 rollouts with DAPO's clipped-ratio objective and a KL-driven clip range.  Fields left ``None`` come
-from the algorithm preset and the env (``context_len`` 50 for Pong, 30 otherwise, as in the DT paper).
+from the algorithm preset and the env (``context_len`` 50 for Pong, 30 for other Atari games, 20 for flat-state
+datasets, as in the DT paper).  ``bc`` is the same transformer without return tokens; ``pct-bc`` is ``bc`` on the best
+``--top-fraction`` (10%) of the episodes by return.
 """
 from __future__ import annotations
 
@@ -16,20 +19,26 @@ from core.run import recipes
 from core.config.groups import ProgressOptions, RunOptions
 from core.config.options import ConfigError, check_inactive
 
-DT_ALGOS = ("dt", "dapo-dt")
+DT_ALGOS = ("dt", "dapo-dt", "bc", "pct-bc")
+BC_ALGOS = ("bc", "pct-bc")
 
 
 @dataclass
 class DTConfig(RunOptions, ProgressOptions):
-    """Train a Decision Transformer (dt) or DAPO-DT (dapo-dt) on a Minari Atari dataset."""
+    """Train a Decision Transformer (dt), DAPO-DT (dapo-dt) or a BC baseline (bc, pct-bc) on a Minari dataset."""
 
     # --- experiment
-    env: str = "ALE/Pong-v5"
-    """Atari env id the dataset was collected on (evaluation plays it)."""
+    env: Optional[str] = None
+    """Env evaluation plays (default: the one the dataset records: its 'dapo dataset collect' metadata, else
+    Minari's env_spec)."""
     algo: str = "dapo-dt"
-    """dt (Chen et al. 2021) | dapo-dt (advantage-weighted, advantage-modulated, DAPO online fine-tuning)."""
+    """dt (Chen et al. 2021) | dapo-dt (advantage-weighted, advantage-modulated, DAPO online fine-tuning) | bc (the
+    same transformer without return tokens) | pct-bc (bc on the best --top-fraction of the episodes by return)."""
     dataset: Optional[str] = None
-    """Minari dataset name made by 'dapo dataset collect' (required)."""
+    """Minari dataset name in Minari's local store (MINARI_DATASETS_PATH): made by 'dapo dataset collect' (Atari
+    frames) or any dataset with flat Box observations and Box or Discrete actions; or give --dataset-path."""
+    dataset_path: Optional[str] = None
+    """Minari dataset directory (the dataset's folder or its data/ folder) instead of --dataset NAME."""
     dataset_steps: Optional[int] = None
     """Use only the dataset's first episodes up to this many steps (sample-efficiency studies; default: all)."""
     # +RunOptions
@@ -62,6 +71,9 @@ class DTConfig(RunOptions, ProgressOptions):
     """AdamW weight decay (matrices only)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
+
+    top_fraction: float = 0.1
+    """pct-bc: the fraction of the episodes, best by return, it imitates (at least one episode)."""
 
     # --- dapo-dt
     advantage_weighting: Optional[bool] = None
@@ -109,7 +121,7 @@ class DTConfig(RunOptions, ProgressOptions):
 
     # --- runtime
     target_return: Optional[float] = None
-    """Return-to-go the policy is conditioned on (default: the dataset's best episode return)."""
+    """Return-to-go the policy is conditioned on when acting (default: the dataset's best episode return)."""
     eval_episodes: int = 8
     """Whole games played at each evaluation (in parallel envs)."""
     eval_every: int = 500
@@ -124,13 +136,16 @@ DAPO_DT_ONLY = ("adv_temperature", "adv_max_weight", "ev_gated_weights", "adv_ga
                 "value_trains_encoder", "separate_value_encoder", "target_advantage", "clip_init", "kl_target")
 # Options given explicitly that the resolved config would ignore are refused (core.config.options.check_inactive).
 INACTIVE_WHEN = {
-    **{k: (lambda c: c.algo == "dt", "it is an option of dapo-dt") for k in DAPO_DT_ONLY},
+    **{k: (lambda c: c.algo != "dapo-dt", "it is an option of dapo-dt") for k in DAPO_DT_ONLY},
     **{k: (lambda c: c.online_steps == 0, "it needs --online-steps") for k in ("online_envs", "online_epochs")},
     **{k: (lambda c: c.online_steps == 0, "it is an option of online fine-tuning (--online-steps)")
        for k in ("clip_init", "kl_target")},
     **{k: (lambda c: not c.advantage_weighting, "it needs --advantage-weighting")
        for k in ("adv_temperature", "adv_max_weight", "ev_gated_weights")},
     "target_advantage": (lambda c: not c.advantage_modulation, "it needs --advantage-modulation"),
+    "top_fraction": (lambda c: c.algo != "pct-bc", "it is an option of pct-bc"),
+    "target_return": (lambda c: c.algo in BC_ALGOS, "bc and pct-bc do not condition on returns"),
+    "online_steps": (lambda c: c.algo in BC_ALGOS, "online fine-tuning is for dt and dapo-dt"),
 }
 
 
@@ -143,17 +158,30 @@ def resolve(explicit, trust_env: bool = False) -> DTConfig:
 
     explicit = recipes.given(explicit, DTConfig)
     top, source = recipes.user_layer(explicit, DTConfig, [RECIPES])
-    check_env(top.get("env", DTConfig.env), f"recipe {source}", trust_env or source is None, imports_code)
+    if top.get("env") is not None:
+        check_env(top["env"], f"recipe {source}", trust_env or source is None, imports_code)
     values, algo, user = recipes.layered(explicit, DTConfig, DT_ALGOS, lambda a: [a], [RECIPES])
     values["recipe"] = user
     cfg = DTConfig(**values)
+    validate(cfg)  # option errors before the dataset is looked up
+    check_inactive(cfg, explicit, INACTIVE_WHEN)
+    if cfg.dataset_path is not None:  # absolute: eval and resume may run elsewhere
+        cfg.dataset_path = str(Path(cfg.dataset_path).expanduser().resolve())
+    if cfg.env is None:
+        from dapo_dt.data import dataset_label, load
+
+        cfg.env = load(cfg.dataset, cfg.dataset_path)[1]["env_id"]
+        if cfg.env is None:
+            raise ConfigError(f"dataset {dataset_label(cfg.dataset, cfg.dataset_path)} records no env (no env_spec); "
+                              "name the env evaluation plays with --env")
     if cfg.context_len is None:
-        cfg.context_len = 50 if "Pong" in cfg.env else 30
+        from core.envs.make import is_atari
+
+        cfg.context_len = (50 if "Pong" in cfg.env else 30) if is_atari(cfg.env) else 20
     from core.algo.networks import resolve_precision
 
     cfg.precision = resolve_precision(cfg.precision)
     validate(cfg)
-    check_inactive(cfg, explicit, INACTIVE_WHEN)
     from core.envs.make import check_env_id
 
     check_env_id(cfg.env)
@@ -173,7 +201,7 @@ def validate(c: DTConfig) -> None:
             raise ConfigError(msg)
 
     check_shared_dt(c)
-    require(c.dataset is not None, "--dataset NAME is required (make one with 'dapo dataset collect')")
+    check_source(c)
     require(c.precision in ("fp32", "bf16", "auto"), f"--precision must be fp32, bf16 or auto, got '{c.precision}'")
     require(c.algo == "dapo-dt" or not (c.advantage_weighting or c.advantage_modulation),
             "--advantage-weighting/--advantage-modulation need the value head of --algo dapo-dt")
@@ -194,6 +222,17 @@ def validate(c: DTConfig) -> None:
     require(not (c.separate_value_encoder and c.value_trains_encoder),
             "--value-trains-encoder shares the imitation CNN with V; it excludes --separate-value-encoder")
     require(c.dataset_steps is None or c.dataset_steps >= 1, f"--dataset-steps must be >= 1, got {c.dataset_steps}")
+    require(0 < c.top_fraction <= 1, f"--top-fraction must be in (0, 1], got {c.top_fraction}")
+    require(c.env is None or (isinstance(c.env, str) and c.env != ""), "--env must name an env")
+
+
+def check_source(c: DTConfig) -> None:
+    """Exactly one of --dataset NAME and --dataset-path DIR."""
+    if c.dataset is None and c.dataset_path is None:
+        raise ConfigError("--dataset NAME is required (a local Minari dataset, e.g. one made by 'dapo dataset "
+                          "collect'), or --dataset-path DIR")
+    if c.dataset is not None and c.dataset_path is not None:
+        raise ConfigError("give --dataset NAME or --dataset-path DIR, not both")
 
 
 def check_shared_dt(c: DTConfig) -> None:

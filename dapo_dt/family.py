@@ -1,6 +1,6 @@
-"""The Decision Transformer family: DT and DAPO-DT on Atari datasets (see :mod:`core.run.registry`), and the
-``dapo dataset`` command that makes those datasets.  Only :meth:`DecisionTransformer.run_side` imports the runner,
-so listing the algorithms imports no trainer."""
+"""The Decision Transformer family: DT, DAPO-DT and the BC baselines on Minari datasets (see
+:mod:`core.run.registry`), and the ``dapo dataset`` command that makes (Atari) or inspects them.  Only
+:meth:`DecisionTransformer.run_side` imports the runner, so listing the algorithms imports no trainer."""
 from __future__ import annotations
 
 from core.run.registry import Family, RunSide
@@ -9,7 +9,8 @@ from dapo_dt.cli import Dataset
 
 
 class DecisionTransformer(Family):
-    """DT and DAPO-DT, offline on Minari Atari datasets then online (:mod:`dapo_dt.runner`)."""
+    """DT, DAPO-DT, bc and pct-bc, offline on Minari datasets (Atari frames or flat states) then, for DT and DAPO-DT,
+    online (:mod:`dapo_dt.runner`)."""
 
     name = "Decision Transformer"
     algos = config.DT_ALGOS

@@ -1,5 +1,6 @@
 """The Decision Transformer's losses as pure functions (docs/algorithms.md): per-token ``(B, K)`` tensors with a
-padding mask; DAPO-DT's exponential advantage weights.  Used only by this family, so they live here."""
+padding mask (cross-entropy for Discrete actions, squared error for Box actions); DAPO-DT's exponential advantage
+weights.  Used only by this family, so they live here."""
 from __future__ import annotations
 
 import math
@@ -54,6 +55,42 @@ def weighted_action_loss(logits: Tensor, actions: Tensor, weights: Tensor | None
             "weight_max": torch.where(real, w, torch.full_like(w, -math.inf)).max(),
         }
     return loss, diag
+
+
+def weighted_mse_action_loss(pred: Tensor, actions: Tensor, weights: Tensor | None,
+                             mask: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    """Per-token squared error of Box actions (DT paper, continuous control), weighted and averaged over real tokens
+    by the rule of :func:`weighted_action_loss`: ``sum(m * w * se) / sum(m)`` with ``se_t = mean_j (pred_tj - a_tj)^2``
+    (the mean over the action's ``A`` dimensions, so with all weights 1 this is the paper's mean squared error).
+
+    Args: pred ``(B, K, A)`` the tanh head's actions in [-1, 1]; actions ``(B, K, A)`` dataset actions scaled to
+        [-1, 1] (values at padded tokens are ignored); weights ``(B, K)`` or ``None`` (all 1); mask ``(B, K)``
+        bool/float, 1 = real token.
+    Returns: loss ``()``, diagnostics: action_mse (unweighted, over real tokens), weight_mean, weight_max.
+    """
+    real = mask.bool()
+    # Padded tokens are zeroed before squaring: a NaN there must leak neither into the loss nor into its gradient.
+    diff = torch.where(real.unsqueeze(-1), pred.float() - actions.float(), torch.zeros((), device=pred.device))
+    se = (diff ** 2).mean(-1)  # (B, K)
+    w = torch.ones_like(se) if weights is None else weights.to(se.dtype)
+    n_real = real.sum().clamp_min(1)
+    zero = torch.zeros_like(se)
+    loss = torch.where(real, w * se, zero).sum() / n_real  # where(): nor a NaN weight at a padded token
+    with torch.no_grad():
+        diag = {
+            "action_mse": torch.where(real, se, zero).sum() / n_real,
+            "weight_mean": torch.where(real, w, zero).sum() / n_real,
+            "weight_max": torch.where(real, w, torch.full_like(w, -math.inf)).max(),
+        }
+    return loss, diag
+
+
+def action_loss(out: Tensor, actions: Tensor, weights: Tensor | None, mask: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    """:func:`weighted_action_loss` for Discrete actions (``actions`` ``(B, K)`` long), else
+    :func:`weighted_mse_action_loss` (``actions`` ``(B, K, A)`` float)."""
+    if actions.dtype == torch.long:
+        return weighted_action_loss(out, actions, weights, mask)
+    return weighted_mse_action_loss(out, actions, weights, mask)
 
 
 def masked_normalise(x: Tensor, mask: Tensor) -> Tensor:

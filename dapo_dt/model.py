@@ -1,7 +1,10 @@
-"""Decision Transformer for Atari (Chen et al. 2021) with DAPO's advantage conditioning (docs/algorithms.md).
+"""Decision Transformer (Chen et al. 2021) with DAPO's advantage conditioning (docs/algorithms.md section 6).
 
-Per step ``t`` the sequence holds three tokens ``(R_t, s_t, a_t)``: the return-to-go, the stacked
-frames and the action.  A GPT-2 backbone (``transformers.GPT2Model`` fed through ``inputs_embeds``)
+Per step ``t`` the sequence holds three tokens ``(R_t, s_t, a_t)``: the return-to-go, the state (stacked
+Atari frames through a Nature CNN, or a flat state, normalised by the dataset's mean and std, through a
+linear layer) and the action (an embedding row for Discrete actions, a linear layer of the [-1, 1]-scaled
+vector for Box actions).  Without return tokens (``returns=False``, the ``bc`` baseline) it holds two,
+``(s_t, a_t)``.  A GPT-2 backbone (``transformers.GPT2Model`` fed through ``inputs_embeds``)
 reads the ``3K`` tokens causally and the action ``a_t`` is predicted from the output at the *state*
 token ``s_t``, which sees ``R_<=t, s_<=t, a_<t`` but not ``a_t`` itself.
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 from einops import rearrange, repeat
@@ -35,7 +38,16 @@ class DTModelConfig:
     """Hyper-parameters of :class:`DecisionTransformer`."""
 
     n_actions: int
-    """Size of the discrete action space."""
+    """Size of the discrete action space (0 with Box actions, ``act_dim``)."""
+    state_dim: int = 0
+    """Size of a flat state (linear state embedding); 0: 4 stacked 84x84 Atari frames (Nature CNN)."""
+    act_dim: int = 0
+    """Size of a Box action (scaled to [-1, 1]; linear embedding, tanh head, MSE loss); 0: Discrete actions."""
+    returns: bool = True
+    """Return-to-go tokens (off: the return-blind ``bc`` baseline, ``(s_t, a_t)`` tokens only)."""
+    action_low: Optional[list] = None
+    """Box actions: the bounds they are scaled by (acting maps the tanh output back)."""
+    action_high: Optional[list] = None
     context_len: int = 30
     """K: steps per sequence (the GPT-2 sees ``3K`` tokens)."""
     n_layer: int = 3
@@ -62,7 +74,8 @@ class DTModelConfig:
 
 
 class DTOutput(NamedTuple):
-    """``logits`` ``(B, K, n_actions)`` for ``a_t``; ``values`` ``(B, K)`` ``V(s_t)`` or ``None``."""
+    """``logits`` ``(B, K, n_actions)`` for ``a_t`` (Box actions: the predicted actions ``(B, K, act_dim)`` in
+    [-1, 1]); ``values`` ``(B, K)`` ``V(s_t)`` or ``None``."""
 
     logits: Tensor
     values: Tensor | None
@@ -78,7 +91,7 @@ class DecisionTransformer(nn.Module):
         gpt_cfg = GPT2Config(
             vocab_size=1,  # inputs_embeds only: don't allocate GPT-2's 50257-row token table
             bos_token_id=0, eos_token_id=0,
-            n_positions=3 * cfg.context_len, n_embd=d, n_layer=cfg.n_layer, n_head=cfg.n_head,
+            n_positions=self.n_tokens * cfg.context_len, n_embd=d, n_layer=cfg.n_layer, n_head=cfg.n_head,
             n_inner=4 * d, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout,
             attn_implementation=cfg.attn_implementation,
             # GPT-2's tanh-approximated GELU, as one native kernel (transformers' "gelu_new" is the same
@@ -91,17 +104,24 @@ class DecisionTransformer(nn.Module):
         nn.init.zeros_(self.gpt.wpe.weight)
         self.gpt.wpe.weight.requires_grad_(False)
 
-        self.embed_return = nn.Linear(1, d)
-        self.embed_state = NatureCNN(out_dim=d, bf16=cfg.bf16)
-        self.embed_action = nn.Embedding(cfg.n_actions, d)
+        self.embed_return = nn.Linear(1, d) if cfg.returns else None
+        self.embed_state = self._state_encoder()
+        if cfg.state_dim:  # the dataset's observation mean and std (set by the trainer, saved with the model)
+            self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
+            self.register_buffer("state_std", torch.ones(cfg.state_dim))
+        if cfg.act_dim:  # Box actions in [-1, 1]: linear embedding, tanh head (DT paper, MuJoCo)
+            self.embed_action = nn.Linear(cfg.act_dim, d)
+            self.action_head = nn.Sequential(nn.Linear(d, cfg.act_dim), nn.Tanh())
+        else:
+            self.embed_action = nn.Embedding(cfg.n_actions, d)
+            self.action_head = nn.Linear(d, cfg.n_actions)
         self.embed_timestep = nn.Embedding(cfg.max_timestep, d)
         self.embed_ln = nn.LayerNorm(d)
-        self.action_head = nn.Linear(d, cfg.n_actions)
 
         self.value_head = self.value_cnn = None
         if cfg.value_head:
             if cfg.value_encoder:
-                self.value_cnn = NatureCNN(out_dim=d, bf16=cfg.bf16)
+                self.value_cnn = self._state_encoder()
             # V sees the CNN features of s_t only, never the transformer output: the state token attends
             # to R_t, and R_t (= G_t in the data) is exactly V's regression target, so a V read from the
             # transformer would learn to copy it and the advantage A = G - V would collapse to ~0.
@@ -123,6 +143,19 @@ class DecisionTransformer(nn.Module):
             # so a plain checkpoint loads into a modulated model with strict=False.
             for i, block in enumerate(self.gpt.h):
                 block.attn.register_forward_hook(partial(self._modulate_attention, i))
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens per step: 3 ``(R, s, a)``, or 2 ``(s, a)`` without return tokens."""
+        return 3 if self.cfg.returns else 2
+
+    @property
+    def continuous(self) -> bool:
+        return self.cfg.act_dim > 0
+
+    def _state_encoder(self) -> nn.Module:
+        cfg = self.cfg
+        return nn.Linear(cfg.state_dim, cfg.n_embd) if cfg.state_dim else NatureCNN(out_dim=cfg.n_embd, bf16=cfg.bf16)
 
     def _modulate_attention(self, layer: int, module: nn.Module, args: tuple, output):
         """Forward hook on ``gpt.h[layer].attn``: FiLM its output ``(B, 3K, d)``.
@@ -154,8 +187,10 @@ class DecisionTransformer(nn.Module):
     def encode_states(self, frames: Tensor, cnn: nn.Module | None = None) -> Tensor:
         """CNN features ``(B, K, d)`` of frames ``(B, K, 4, 84, 84)`` by the state encoder (or ``cnn``);
         acting caches them step by step."""
-        B = frames.shape[0]
         cnn = self.embed_state if cnn is None else cnn
+        if self.cfg.state_dim:  # flat states (B, K, D), normalised by the dataset's statistics
+            return cnn((frames.float() - self.state_mean) / self.state_std)
+        B = frames.shape[0]
         return rearrange(cnn(rearrange(frames, "b k c h w -> (b k) c h w")), "(b k) d -> b k d", b=B)
 
     def forward(self, rtg: Tensor, frames: Tensor | None, actions: Tensor, timesteps: Tensor, mask: Tensor,
@@ -164,8 +199,8 @@ class DecisionTransformer(nn.Module):
 
         Args:
             rtg: ``(B, K)`` float returns-to-go (scaled by the caller).
-            frames: ``(B, K, 4, 84, 84)`` uint8 or float in [0, 255].
-            actions: ``(B, K)`` long; ``actions[:, t]`` never influences ``logits[:, t]``, so the last
+            frames: ``(B, K, 4, 84, 84)`` uint8 or float in [0, 255]; flat states: ``(B, K, D)`` raw.
+            actions: ``(B, K)`` long, or ``(B, K, act_dim)`` float in [-1, 1]; ``actions[:, t]`` never influences ``logits[:, t]``, so the last
                 action may be a dummy (e.g. 0) when acting.
             timesteps: ``(B, K)`` long episode step indices (clamped to ``max_timestep - 1``).
             mask: ``(B, K)`` bool/float, 1 for real steps and 0 for left padding.
@@ -174,24 +209,28 @@ class DecisionTransformer(nn.Module):
             state_feat: ``(B, K, d)`` precomputed :meth:`encode_states` of the frames (then ``frames``
                 may be ``None``).
         Returns:
-            :class:`DTOutput` with ``logits`` ``(B, K, n_actions)`` and ``values`` ``(B, K)``, or ``None``
+            :class:`DTOutput` with ``logits`` ``(B, K, n_actions)`` (Box: actions ``(B, K, act_dim)``) and ``values`` ``(B, K)``, or ``None``
             without a value head (or with V's own CNN when ``frames`` is ``None``).
         """
         if state_feat is None:
             state_feat = self.encode_states(frames)  # (B, K, d)
         time_emb = self.embed_timestep(timesteps.clamp(0, self.cfg.max_timestep - 1))  # (B, K, d)
-        r_tok = self.embed_return(rtg.unsqueeze(-1).to(state_feat.dtype)) + time_emb  # (B, K, d)
         s_tok = state_feat + time_emb  # (B, K, d)
-        a_tok = self.embed_action(actions) + time_emb  # (B, K, d)
-        tokens = self.embed_ln(rearrange([r_tok, s_tok, a_tok], "n b k d -> b (k n) d"))  # (B, 3K, d)
-        attn_mask = repeat(mask.bool(), "b k -> b (k n)", n=3).long()  # (B, 3K)
+        a_in = actions.to(state_feat.dtype) if self.continuous else actions
+        a_tok = self.embed_action(a_in) + time_emb  # (B, K, d)
+        toks = [s_tok, a_tok]
+        if self.embed_return is not None:
+            toks.insert(0, self.embed_return(rtg.unsqueeze(-1).to(state_feat.dtype)) + time_emb)  # (B, K, d)
+        n = self.n_tokens
+        tokens = self.embed_ln(rearrange(toks, "n b k d -> b (k n) d"))  # (B, nK, d)
+        attn_mask = repeat(mask.bool(), "b k -> b (k n)", n=n).long()  # (B, nK)
 
         if self.film is not None and advantages is not None:
             if self.gpt.gradient_checkpointing and self.training:
                 # Checkpointing re-runs the blocks during backward, after the conditioning is cleared.
                 raise RuntimeError("advantage modulation does not support GPT-2 gradient checkpointing")
             cond = self.adv_embed(advantages.unsqueeze(-1).to(tokens.dtype))  # (B, K, d)
-            cond = repeat(cond, "b k d -> b (k n) d", n=3)  # one advantage per step: causal per position
+            cond = repeat(cond, "b k d -> b (k n) d", n=n)  # one advantage per step: causal per position
             self._film = [tuple(lin(cond).chunk(2, dim=-1)) for lin in self.film]  # L x 2 x (B, 3K, d)
         try:
             with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
@@ -200,8 +239,8 @@ class DecisionTransformer(nn.Module):
         finally:
             self._film = None  # never let a stale conditioning leak into a later call
 
-        state_out = rearrange(hidden, "b (k n) d -> n b k d", n=3)[1]  # (B, K, d): outputs at s_t tokens
-        logits = self.action_head(state_out)  # (B, K, n_actions)
+        state_out = rearrange(hidden, "b (k n) d -> n b k d", n=n)[n - 2]  # (B, K, d): outputs at s_t tokens
+        logits = self.action_head(state_out)  # (B, K, n_actions) or (B, K, act_dim) in [-1, 1]
         has_v = self.value_head is not None and (self.value_cnn is None or frames is not None)
         values = self.state_values(frames, state_feat) if has_v else None  # (B, K)
         return DTOutput(logits, values)

@@ -23,7 +23,7 @@ import torch
 
 from core.algo.losses import policy_loss
 from dapo_dt.data import DTBatch, Trajectories
-from dapo_dt.losses import masked_normalise, weighted_action_loss
+from dapo_dt.losses import action_loss, masked_normalise
 
 if TYPE_CHECKING:  # the trainer calls this module; it is only named here in annotations
     from dapo_dt.trainer import DTTrainer
@@ -86,7 +86,7 @@ def _evaluate(tr: DTTrainer, b: DTBatch) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _imitation_loss(tr: DTTrainer, b: DTBatch):
     out = tr.model(b.returns / tr.scale, b.frames, b.actions, b.timesteps, b.mask)
-    loss, diag = weighted_action_loss(out.logits, b.actions, None, b.mask)
+    loss, diag = action_loss(out.logits, b.actions, None, b.mask)
     return loss, {"action_loss": float(loss.detach()), **{k: float(v) for k, v in diag.items()}}
 
 

@@ -1,4 +1,4 @@
-"""``dapo run --algo dt|dapo-dt --dataset NAME``: one Decision Transformer experiment end to end (train offline,
+"""``dapo run --algo dt|dapo-dt|bc|pct-bc --dataset NAME`` (or ``--dataset-path DIR``): one Decision Transformer experiment end to end (train offline,
 optionally fine-tune online, evaluate, checkpoint, summary, curve), sharing :mod:`core.run.runner`'s prologue."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ CHECKPOINT_KEYS = ("grad_step", "env_steps", "elapsed", "model", "optimizer", "s
 def load_run_config(run_dir: Path, trust_env: bool = False) -> DTConfig:
     """The resolved config saved in ``run_dir/config.yaml``; an env that would import code named by the file is
     refused unless ``trust_env`` (core/config/trust.py)."""
-    return read_run_config(run_dir, DTConfig, required=("env", "algo", "dataset", "context_len"),
+    return read_run_config(run_dir, DTConfig, required=("env", "algo", "context_len"),
                            imports_code=imports_code, trust_env=trust_env)
 
 
@@ -37,7 +37,7 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
     """Train (or continue) a resolved run; returns the summary."""
     from dapo_dt.data import load as load_dataset
 
-    load_dataset(cfg.dataset)  # a missing or foreign dataset: one line before the run directory exists
+    load_dataset(cfg.dataset, cfg.dataset_path)  # a missing or unusable dataset: one line before the run directory
     return run_started(cfg, resume, DTTrainer, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS, step_key="grad_step",
                        budget_key="grad_steps")
 
@@ -53,7 +53,7 @@ def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: 
         raise RunInterrupted(run_dir)
     scores = trainer.last_eval or trainer.evaluate()
     mean, std = mean_std(scores)  # std: sample std (ddof=1)
-    summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset,
+    summary = {"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, "dataset": cfg.dataset or cfg.dataset_path,
                "dataset_steps": trainer.data.num_steps, "grad_steps": trainer.grad_step,
                "online_env_steps": trainer.env_steps, "wall_time_s": round(trainer.elapsed, 2),
                "target_return": trainer.target_return, "eval_return_mean": mean, "eval_return_std": std,

@@ -1,6 +1,9 @@
-"""Offline training of DT and DAPO-DT on a dataset, evaluation, and checkpoint state (docs/algorithms.md).
+"""Offline training of DT, DAPO-DT and the BC baselines on a dataset, evaluation, and checkpoint state
+(docs/algorithms.md section 6).
 
-DT (Chen et al. 2021): cross-entropy of the dataset's actions given (R, s, a) contexts.
+DT (Chen et al. 2021): cross-entropy of the dataset's Discrete actions (squared error of its Box actions, scaled to
+[-1, 1], through a tanh head) given (R, s, a) contexts.  ``bc``: the same without return tokens; ``pct-bc``: ``bc``
+on the best ``--top-fraction`` of the episodes by return.
 DAPO-DT adds, on the same batches:
 
 - a value head ``V(s_t)`` regressed on the scaled hindsight return ``G_t``, on stop-gradient features of the
@@ -30,10 +33,10 @@ from core.config.options import ConfigError
 from core.run.evaluation import sample_std
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.algo.advantages import explained_variance
-from dapo_dt.losses import exponential_advantage_weights, masked_normalise, weighted_action_loss
+from dapo_dt.losses import action_loss, exponential_advantage_weights, masked_normalise
 from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play
-from dapo_dt.config import DTConfig
+from dapo_dt.config import BC_ALGOS, DTConfig
 from dapo_dt.data import DTBatch, Trajectories, return_scale
 from dapo_dt.model import DecisionTransformer, DTModelConfig
 from dapo_dt.online import online_iteration
@@ -72,21 +75,30 @@ class DTTrainer:
             self.data, self.scale, self.target_return = None, checkpoint["scale"], checkpoint["target_return"]
             model_cfg = DTModelConfig(**checkpoint["model_config"])
         else:
-            self.data = Trajectories.from_dataset(cfg.dataset, cfg.dataset_steps, value_gamma=cfg.adv_gamma)
-            if self.data.env_id != cfg.env:
-                raise ConfigError(f"dataset '{cfg.dataset}' was collected on {self.data.env_id}, not {cfg.env}; "
-                                  f"pass --env {self.data.env_id}")
+            self.data = Trajectories.from_dataset(
+                cfg.dataset, cfg.dataset_steps, value_gamma=cfg.adv_gamma, path=cfg.dataset_path,
+                top_fraction=cfg.top_fraction if cfg.algo == "pct-bc" else None)
+            check_data(cfg, self.data)
             self.scale = return_scale(self.data)
             self.target_return = (cfg.target_return if cfg.target_return is not None
                                   else float(self.data.episode_returns.max()))
             # Timesteps beyond the longest dataset game reuse the last trained row (the model clamps):
             # rows never seen in training would add untrained noise to every token.
+            d = self.data
             model_cfg = DTModelConfig(
-                n_actions=self.data.n_actions, context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                n_actions=d.n_actions, state_dim=0 if d.atari else int(d.frames.shape[1]), act_dim=d.act_dim,
+                returns=cfg.algo not in BC_ALGOS,
+                action_low=None if d.action_low is None else [float(x) for x in d.action_low],
+                action_high=None if d.action_high is None else [float(x) for x in d.action_high],
+                context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                 n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + 1, dropout=cfg.dropout,
                 advantage_modulation=cfg.advantage_modulation, value_head=cfg.algo == "dapo-dt",
                 value_encoder=cfg.separate_value_encoder, bf16=cfg.precision == "bf16")
         self.model = DecisionTransformer(model_cfg).to(self.device)
+        if self.data is not None and not self.data.atari:  # the DT paper's state normalisation, saved with the model
+            mean, std = self.data.state_stats()
+            self.model.state_mean.copy_(torch.as_tensor(mean))
+            self.model.state_std.copy_(torch.as_tensor(std))
         value = {p for m in (self.model.value_head, self.model.value_cnn) if m is not None for p in m.parameters()}
         self.value_params = [p for p in self.model.parameters() if p in value]
         self.imitation_params = [p for p in self.model.parameters() if p not in value]
@@ -130,7 +142,7 @@ class DTTrainer:
         else:
             out = self.model(rtg, b.frames, b.actions, b.timesteps, b.mask)
             v_loss = torch.zeros(())
-        a_loss, diag = weighted_action_loss(out.logits, b.actions, weights, b.mask)
+        a_loss, diag = action_loss(out.logits, b.actions, weights, b.mask)  # cross-entropy, or MSE for Box actions
         metrics.update({"train/action_loss": float(a_loss.detach()), **{f"train/{k}": float(v) for k, v in diag.items()}})
         return a_loss + c.value_coef * v_loss, metrics
 
@@ -238,6 +250,30 @@ class DTTrainer:
         self.last_eval = scores
         return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": sample_std(scores),
                 "eval/human_normalised": human_normalised(self.cfg.env, float(np.mean(scores)))}
+
+
+def check_data(cfg: DTConfig, data: Trajectories) -> None:
+    """The loaded data against the run's options, one line each: the env (an Atari dataset's recorded game; frames
+    need an Atari env and flat states a non-Atari one), online fine-tuning (Discrete actions only: a Box-action DT
+    is deterministic, without the log-probabilities the online objective needs) and the context length (at least
+    one episode must fill it)."""
+    from core.envs.make import is_atari
+    from dapo_dt.data import dataset_label
+
+    label = dataset_label(cfg.dataset, cfg.dataset_path)
+    if data.atari and data.env_id is not None and data.env_id != cfg.env:
+        raise ConfigError(f"dataset {label} was collected on {data.env_id}, not {cfg.env}; pass --env {data.env_id}")
+    if data.atari != is_atari(cfg.env):
+        what = "84x84 Atari frames" if data.atari else "flat states"
+        raise ConfigError(f"dataset {label} holds {what} but --env {cfg.env} is {'not ' if data.atari else ''}an Atari "
+                          "game; evaluation must play an env with the dataset's observations")
+    if cfg.online_steps and data.act_dim:
+        raise ConfigError(f"dataset {label} has Box actions: the DT predicts them deterministically (tanh head, MSE), "
+                          "without the log-probabilities online fine-tuning needs; drop --online-steps")
+    longest = int(data.episode_lengths.max())
+    if longest < cfg.context_len:
+        raise ConfigError(f"dataset {label}: every episode is shorter than the context (longest {longest} steps, "
+                          f"--context-len {cfg.context_len}); use --context-len {longest} or less")
 
 
 # Random and human reference scores from Mnih et al. (2015), Nature 518, Extended Data Table 2.
