@@ -28,6 +28,7 @@ from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import mean_pm_std, sample_std, steps_to_threshold
 from experiments.sweep import ROOT, caller_path, failures, parser, positive_int, run_cli, run_jobs, script_main, seed_int
+from core.run.plotting import finish_figure
 
 VARIANTS = {
     "dt": ["--algo", "dt"],
@@ -64,19 +65,6 @@ def curve(run: Path) -> tuple[np.ndarray, np.ndarray]:
     steps, score = np.array(m["global_step"]), np.array(m.get("eval/return_mean", [np.nan] * len(m["global_step"])))
     ok = ~np.isnan(score)
     return steps[ok], score[ok]
-
-
-def _save(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, command: str,
@@ -172,10 +160,10 @@ def report(out: Path, runs: Path, data: dict[str, str], seeds, fractions, comman
                 if pts:
                     x, y, e = map(np.array, zip(*pts))
                     ax2.errorbar(x, y, yerr=e, marker="o", capsize=3, label=variant)
-            _save(fig2, ax2, "dataset steps used", "final evaluation score", f"Score vs dataset size, {env}",
-                  out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
-        _save(fig, ax, "gradient steps", "evaluation score (whole games)", f"{' vs '.join(variants)} on {env}",
-              out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
+            finish_figure(fig2, ax2, "dataset steps used", "final evaluation score", f"Score vs dataset size, {env}",
+                          out / f"{env.replace('/', '-')}_score_vs_dataset_size.png")
+        finish_figure(fig, ax, "gradient steps", "evaluation score (whole games)",
+                      f"{' vs '.join(variants)} on {env}", out / f"{env.replace('/', '-')}_score_vs_grad_steps.png")
     write_rows(out / "results.csv", rows)
     write_results_md(out / "results.md", "\n".join(lines))
 

@@ -29,6 +29,7 @@ from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import iqm, mean_pm_std, steps_to_threshold, stratified_bootstrap_ci
 from experiments.sweep import ROOT, caller_path, parser, positive_int, script_main
+from core.run.plotting import finish_figure
 
 ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg")
 ENV, ENV_KWARGS = "simple_spread_v3", "N=3 local_ratio=0.5 max_cycles=25"
@@ -210,14 +211,9 @@ def plot(args, dirs, r_random, thresholds) -> None:
         ax.fill_between(grid, lo, hi, alpha=0.15)
     ax.axhline(r_random, color="k", ls=":", label="random")
     ax.axhline(thresholds["MAPPO final"], color="grey", ls="--", lw=1, label="MAPPO final")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return per agent")
-    ax.set_title(f"simple_spread_v3 (N=3), mean and min-max over {args.seeds} seeds")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(args.out / "learning_curves.png")
-    plt.close(fig)
+    finish_figure(fig, ax, "environment steps", "episode return per agent",
+                  f"simple_spread_v3 (N=3), mean and min-max over {args.seeds} seeds", args.out / "learning_curves.png",
+                  loc="lower right")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from experiments.notes import write_results_md
 from experiments.result_rows import write_rows
 from experiments.stats import iqm, steps_to_threshold, stratified_bootstrap_ci
 from experiments.sweep import ROOT
+from core.run.plotting import finish_figure
 
 RECIPES = ROOT / "experiments" / "recipes" / "ma"
 VARIANTS = ("maddpg", "dapo-maddpg", "dapo-maddpg-weights", "dapo-maddpg-clips", "mappo",
@@ -192,14 +193,9 @@ def plot(args, actions: str) -> None:
             warnings.simplefilter("ignore", RuntimeWarning)
             mean = np.nanmean(np.stack(curves), 0)
         ax.plot(grid, mean, lw=2, label=f"{v} ({len(ds)})")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return per agent (10-update mean)")
-    ax.set_title(f"simple_spread_v3 (N=3), {actions} actions, mean over seeds")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(args.out / f"curves_{actions}.png")
-    plt.close(fig)
+    finish_figure(fig, ax, "environment steps", "episode return per agent (10-update mean)",
+                  f"simple_spread_v3 (N=3), {actions} actions, mean over seeds", args.out / f"curves_{actions}.png",
+                  loc="lower right")
 
 
 def main(args) -> int:

@@ -19,6 +19,7 @@ from experiments.bench_throughput import cpu_name, machine
 from experiments.notes import write_results_md
 from experiments.result_rows import check_budget, merge_rows, read_rows, write_rows
 from experiments.stats import iqm, mean_pm_std, probability_of_improvement, sample_std, stratified_bootstrap_ci
+from core.run.plotting import finish_figure
 
 SOURCE_CLAIMS = {"HalfCheetah": (2856, 3241, 3872), "Walker2d": (1842, 2103, 2547), "Ant": (1256, 1428, 1893),
                  "Humanoid": (832, 905, 1214)}       # PPO, GRPO, DAPO "average return, 10 runs" (the source's claim)
@@ -138,14 +139,8 @@ def _plot(out: Path, curve_rows: list[dict], rows: list[dict], env: str, variant
         drawn = f"n={len(curves)}" + (f" of {in_table[v]}" if in_table[v] > len(curves) else "")
         ax.plot(grid, mean, label=f"{v} ({drawn})")
         ax.fill_between(grid, mean - std, mean + std, alpha=0.2)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return (10-update mean)")
-    ax.set_title(f"{env}: mean +- sample std (ddof=1) over seeds")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / f"curves_{env}.png")
-    plt.close(fig)
+    finish_figure(fig, ax, "environment steps", "episode return (10-update mean)",
+                  f"{env}: mean +- sample std (ddof=1) over seeds", out / f"curves_{env}.png", fontsize=8)
 
 
 def _scores(rows: list[dict], envs, variant: str) -> dict[str, list[float]]:

@@ -43,3 +43,18 @@ def plot_learning_curve(metrics_csv: Path, out_png: Path, title: str, column: st
     fig.tight_layout()
     fig.savefig(out_png)
     plt.close(fig)
+
+
+def finish_figure(fig, ax, xlabel: str, ylabel: str, title: str, path: Path, **legend) -> None:
+    """Label ``ax``, add a light grid and a legend (``legend``: its keyword arguments), write ``fig`` to ``path`` and
+    close it: the end every benchmark plot shares."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(**legend)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
