@@ -1,8 +1,8 @@
 """Decision Transformer with DAPO's advantage weighting, and BC baselines (docs/algorithms.md section 6).
 
 - Python API: :func:`train`, :func:`load` (``evaluate``); config: :class:`DTConfig`.
-- :mod:`dapo_dt.data`: Minari datasets: Atari ones made by the toolkit's own agents (``dapo dataset collect|info``),
-  and any with flat Box observations and Box or Discrete actions.
+- :mod:`dapo_dt.data`: reading Minari datasets: Atari ones made by the toolkit's own agents, and any with flat Box
+  observations and Box or Discrete actions; :mod:`dapo_dt.collect`: ``dapo dataset collect`` (the Atari ones).
 - :mod:`dapo_dt.model`: GPT-2 (``transformers.GPT2Model`` via ``inputs_embeds``) over (R, s, a) tokens,
   the advantage FiLM after each attention sub-layer, the value head.
 - :mod:`dapo_dt.losses`: the per-token action losses (cross-entropy, MSE) and the exponential advantage weights.

@@ -40,7 +40,7 @@ class Dataset(Command):
         info.add_argument("--path", default=None, metavar="DIR", help="a Minari dataset directory instead of a name")
 
     def run(self, args) -> int:
-        from dapo_dt import data
+        from dapo_dt import collect, data
 
         if args.dataset_command == "collect":
             if not 1 <= args.num_envs <= 1024:
@@ -49,8 +49,8 @@ class Dataset(Command):
                 raise ConfigError(f"--steps must be in 1 .. 10**9, got {args.steps}")
             if not 0 <= args.seed <= MAX_SEED:
                 raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {args.seed}")
-            data.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
-                         args.greedy)
+            collect.collect(args.env, args.policy, args.epsilon, args.steps, args.name, args.seed, args.num_envs,
+                            args.greedy)
         path = getattr(args, "path", None)
         if (args.name is None) == (path is None):
             raise ConfigError("give a dataset NAME or --path DIR (one of them)")

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from core.run.cli import main
 from core.config.options import ConfigError
-from dapo_dt import data
+from dapo_dt import collect, data
 from dapo_dt.config import DTConfig, resolve
 from dapo_dt.online import CLIP_BOUNDS, adapt_clip
 from dapo_dt import trainer as dt_trainer
@@ -30,9 +30,9 @@ def _frames(T, offset):
 
 def _write_toy(name="toy-v0", env_id="ALE/Pong-v5"):
     """Two episodes: 3 steps with rewards (1, 0, 2) and 2 steps with rewards (-1, -1)."""
-    buffers = [data.episode_buffer(0, _frames(3, 0), [1, 2, 3], [1.0, 0.0, 2.0]),
-               data.episode_buffer(1, _frames(2, 100), [4, 5], [-1.0, -1.0], truncated=True)]
-    data.write_dataset(name, buffers, gym.spaces.Discrete(6), {"env_id": env_id, "policies": ["toy"], "epsilon": 0.0},
+    buffers = [collect.episode_buffer(0, _frames(3, 0), [1, 2, 3], [1.0, 0.0, 2.0]),
+               collect.episode_buffer(1, _frames(2, 100), [4, 5], [-1.0, -1.0], truncated=True)]
+    collect.write_dataset(name, buffers, gym.spaces.Discrete(6), {"env_id": env_id, "policies": ["toy"], "epsilon": 0.0},
                        "toy")
     return name
 
