@@ -42,7 +42,22 @@ def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:
                        budget_key="grad_steps")
 
 
+def settings_line(cfg: DTConfig) -> str:
+    """What the resolved algorithm does, in one line at the start: the data, the model and its conditioning, the
+    weighting, the budget."""
+    recipes = ", ".join([cfg.algo, *cfg.recipe])
+    returns = "no return tokens (return-blind)" if cfg.algo in ("bc", "pct-bc") else "return-to-go tokens"
+    parts = [f"dataset {cfg.dataset or cfg.dataset_path}" + (f" (best {cfg.top_fraction:.0%} of episodes)"
+                                                              if cfg.algo == "pct-bc" else ""),
+             f"GPT-2 {cfg.n_layer}x{cfg.n_embd}, context {cfg.context_len}, {returns}",
+             "exponential advantage weights" if cfg.advantage_weighting else "unweighted imitation",
+             f"{cfg.grad_steps} gradient steps of batch {cfg.batch_size}",
+             f"then {cfg.online_steps} online env steps" if cfg.online_steps else "offline only"]
+    return f"{cfg.algo} on {cfg.env} [recipes: {recipes}]: " + "; ".join(parts)
+
+
 def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: bool) -> dict:
+    print(settings_line(cfg), flush=True)
     logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False)
     total = cfg.grad_steps + (1 if cfg.online_steps else 0)
     progress = Progress(total, trainer.grad_step, f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)

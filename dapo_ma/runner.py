@@ -64,7 +64,27 @@ def run_experiment(cfg: MAConfig, resume: bool = False) -> dict:
     return run_started(cfg, resume, make_trainer, _train_and_report)
 
 
+def settings_line(cfg: MAConfig) -> str:
+    """What the resolved algorithm does, in one line at the start (the recipes applied, the critic, the clips, the
+    minibatches or replay), so nobody has to open config.yaml to learn what ran."""
+    recipes = ", ".join([cfg.algo, *cfg.recipe])
+    if cfg.algo in ("maddpg", "dapo-maddpg"):
+        parts = [f"replay {cfg.buffer_size}, batch {cfg.batch_size}, learning starts at {cfg.learning_starts}",
+                 "prioritised draws (softmax of |TD error|)" if cfg.dynamic_sampling else "uniform draws",
+                 f"per-agent clips eps_pi {cfg.clip_eps}" if cfg.algo == "dapo-maddpg" else "no clips"]
+    else:
+        eps_v = (f"eps_V {cfg.eps_v_start} -> {cfg.eps_v_end} {cfg.eps_v_schedule}" if cfg.separate_optimizers
+                 else f"eps_V = eps_pi {cfg.clip_eps}") if cfg.clip_value else "no value clip"
+        parts = ["centralised critic" if cfg.centralised_critic else "local critics",
+                 f"{'per-agent' if cfg.per_agent_clips else 'shared'} clips eps_pi {cfg.clip_eps}", eps_v,
+                 "advantage-weighted draws over one shared buffer" if cfg.dynamic_sampling else "uniform minibatches"]
+    parts += ["one shared actor" if cfg.parameter_sharing else "an actor per agent",
+              "health monitors per agent" if cfg.health_monitors else "no health monitors"]
+    return f"{cfg.algo} on {cfg.env} [recipes: {recipes}]: " + "; ".join(parts)
+
+
 def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resume: bool) -> dict:
+    print(settings_line(cfg), flush=True)
     print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,

@@ -44,3 +44,18 @@ def test_recipes_show_their_description(capsys):
     assert main(["recipes", "dapo-mujoco"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# DAPO's tuned MuJoCo settings") and "log_std_init: -1.0" in out
+
+
+def test_multi_agent_and_dt_runs_name_their_settings():
+    from dapo_dt.config import DTConfig
+    from dapo_dt.runner import settings_line as dt_line
+    from dapo_ma.config import resolve
+    from dapo_ma.runner import settings_line as ma_line
+
+    line = ma_line(resolve({"algo": "dapo-ma"}))
+    assert line.startswith("dapo-ma on simple_spread_v3 [recipes: dapo-ma]: centralised critic; per-agent clips")
+    assert "advantage-weighted draws" in line and "\n" not in line
+    assert "uniform minibatches" in ma_line(resolve({"algo": "mappo"}))
+    line = dt_line(DTConfig(algo="pct-bc", env="CartPole-v1", dataset_path="/d", context_len=20))
+    assert line.startswith("pct-bc on CartPole-v1 [recipes: pct-bc]: dataset /d (best 10% of episodes)")
+    assert "return-blind" in line

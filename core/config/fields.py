@@ -46,7 +46,7 @@ def ordered_fields(cls: type) -> list[dataclasses.Field]:
     return sorted(fields, key=lambda f: (order.get(f.name, len(order)), fields.index(f)))
 
 
-_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|et al|vs|cf)|\.)$", re.IGNORECASE)  # before a non-final "."
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|et al|vs|cf|dr)|\.)$", re.IGNORECASE)  # before a non-final "."
 
 
 def first_sentence(doc: str) -> str:

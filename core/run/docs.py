@@ -50,7 +50,8 @@ def family_rows(fam, found) -> list[str]:
                 default, text = _default(fields[field]), docs.get(field, "")
             else:  # a flag of the command itself (--config, --resume)
                 default, text = "", action.help or ""
-            lines.append(f"| `{name}` | {default} | {text.replace('|', '/')} |")
+            cell = text.replace("|", "\\|")  # a literal | inside a Markdown table cell
+            lines.append(f"| `{name}` | {default} | {cell} |")
     return lines
 
 
