@@ -59,3 +59,17 @@ def test_multi_agent_and_dt_runs_name_their_settings():
     line = dt_line(DTConfig(algo="pct-bc", env="CartPole-v1", dataset_path="/d", context_len=20))
     assert line.startswith("pct-bc on CartPole-v1 [recipes: pct-bc]: dataset /d (best 10% of episodes)")
     assert "return-blind" in line
+
+
+def test_progress_names_a_phase_and_never_reads_past_100_percent():
+    import io
+
+    from core.training.logging import Progress
+
+    out = io.StringIO()
+    bar = Progress(128, 0, "dapo-lm add", enabled=True, every_s=0.0, stream=out)
+    bar.update(0, 80.0, float("nan"), "warm start 10/400 supervised steps")
+    bar.update(384, 140.0, 0.5)
+    first, second = out.getvalue().splitlines()
+    assert "step 0/128 (0%) [warm start 10/400 supervised steps]" in first
+    assert "step 384 (budget 128 reached)" in second and "%" not in second

@@ -150,7 +150,7 @@ class Progress:
         self.stream = stream or sys.stdout
         self.bar, self.plain = None, False
         self.t0, self.start, self.last_print, self.printed_step = time.monotonic(), start, -math.inf, None
-        self.state = (start, 0.0, math.nan)
+        self.state, self.note = (start, 0.0, math.nan), ""
         if not enabled:
             return
         if not self.stream.isatty():
@@ -162,11 +162,13 @@ class Progress:
         self.task = self.bar.add_task(description, total=total, completed=start, sps=0.0, ret="n/a")
         self.bar.start()
 
-    def update(self, step: int, sps: float, recent_return: float) -> None:
-        self.state = (step, sps, recent_return)
+    def update(self, step: int, sps: float, recent_return: float, note: str = "") -> None:
+        """``note``: a phase to name beside the steps (e.g. "warm start 120/400"), empty once it is over."""
+        self.state, self.note = (step, sps, recent_return), note
         if self.bar is not None:
             ret = "n/a" if math.isnan(recent_return) else f"{recent_return:8.1f}"
-            self.bar.update(self.task, completed=step, sps=sps, ret=ret)
+            description = f"{self.description} ({note})" if note else self.description
+            self.bar.update(self.task, completed=step, sps=sps, ret=ret, description=description)
         elif self.plain and time.monotonic() - self.last_print >= self.every_s:
             self._line()
 
@@ -176,8 +178,12 @@ class Progress:
         rate = (step - self.start) / elapsed if elapsed > 0 else 0.0
         eta = f"{(self.total - step) / rate:.0f}s" if rate > 0 and step < self.total else "-"
         ret_text = "n/a" if math.isnan(ret) else f"{ret:.1f}"
-        print(f"{self.description}: step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%) "
-              f"SPS {sps:.0f} return {ret_text} elapsed {elapsed:.0f}s ETA {eta}", file=self.stream, flush=True)
+        # a last iteration may overshoot the budget (a dynamic sampler's extra rounds): never more than 100%
+        where = (f"step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)" if step <= self.total
+                 else f"step {step} (budget {self.total} reached)")
+        note = f" [{self.note}]" if self.note else ""
+        print(f"{self.description}: {where}{note} SPS {sps:.0f} return {ret_text} elapsed {elapsed:.0f}s ETA {eta}",
+              file=self.stream, flush=True)
         self.last_print, self.printed_step = time.monotonic(), step
 
     def close(self) -> None:

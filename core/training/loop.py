@@ -2,7 +2,8 @@
 
 A trainer provides ``cfg.checkpoint_every_s``, ``global_step`` (the x-axis of metrics.csv), ``elapsed``,
 ``batch_size`` (steps of ``global_step`` per iteration, for ``time/sps``), ``finished()``,
-``iterate() -> metrics``, ``save()`` and ``recent_return()`` (the progress bar's return column).
+``iterate() -> metrics``, ``save()`` and ``recent_return()`` (the progress bar's return column); optionally
+``progress_note()``, a phase the progress display names (e.g. a warm start before ``global_step`` moves).
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def train_loop(trainer, logger, progress=None, max_iterations: Optional[int] = N
             metrics.setdefault("time/sps", trainer.batch_size / dt)
             logger.log(trainer.global_step, metrics)
             if progress is not None:
-                progress.update(trainer.global_step, metrics["time/sps"], trainer.recent_return())
+                note = trainer.progress_note() if hasattr(trainer, "progress_note") else ""
+                progress.update(trainer.global_step, metrics["time/sps"], trainer.recent_return(), note)
             done += 1
             if done == 1 or time.monotonic() - last_ckpt > trainer.cfg.checkpoint_every_s:
                 trainer.save()
