@@ -5,6 +5,7 @@ stacks on loading)."""
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from pathlib import Path
 from typing import Optional, Sequence
@@ -94,6 +95,7 @@ def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, n
     recorded = 0
     torch.set_num_threads(1)  # batches of a few frames: one thread is fastest (and leaves cores to EnvPool)
     bar = Progress(steps, 0, f"collect {name}", progress)
+    t0, stepped = time.perf_counter(), 0  # every env step, also those of games finished after the budget
     while any(ep is not None for ep in live):
         frames = torch.as_tensor(obs)
         actions = np.empty(num_envs, np.int64)
@@ -104,6 +106,7 @@ def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, n
         noisy = rng.random(num_envs) < epsilon
         actions[noisy] = rng.integers(0, act_space.n, int(noisy.sum()))
         step = envs.step(actions)
+        stepped += num_envs
         for i in range(num_envs):
             if not step.valid[i]:  # EnvPool's reset step: its observation starts the next episode
                 live[i] = _Episode(step.obs[i, -1].copy(), int(owner[i])) if recorded < steps else None
@@ -117,7 +120,10 @@ def collect(env_id: str, policies: Sequence[Path], epsilon: float, steps: int, n
             if step.game_over[i]:
                 done_eps.append((ep, bool(step.truncated[i] and not step.terminated[i])))
                 recorded += len(ep.actions)
-                bar.update(min(recorded, steps), 0.0, float(sum(ep.rewards)))
+                # whole games only: once the budget is recorded, the games in progress still play to their end
+                going = sum(e is not None for e in live) - 1
+                note = f"budget recorded; finishing {going} games in progress" if recorded >= steps and going else ""
+                bar.update(recorded, stepped / max(time.perf_counter() - t0, 1e-9), float(sum(ep.rewards)), note)
                 if same_step:  # this step's observation is the next game's first
                     live[i] = _Episode(step.obs[i, -1].copy(), int(owner[i])) if recorded < steps else None
         obs = step.obs
