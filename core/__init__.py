@@ -20,7 +20,7 @@ __version__ = "0.2.0"
 # public name -> the module that defines it (under its own name unless given as "module:attribute")
 _EXPORTS = {
     "train": "core.run.api", "load": "core.run.api", "Agent": "core.run.api", "EvalResult": "core.run.api",
-    "RunResult": "core.run.api",
+    "RunResult": "core.run.api", "compare": "core.run.compare", "Comparison": "core.run.compare",
     "TrainConfig": "core.config.options", "ConfigError": "core.config.options", "RunInterrupted": "core.config.options",
     "policy_loss": "core.algo.losses", "value_loss": "core.algo.losses", "entropy_bonus": "core.algo.losses",
     "combined_objective": "core.algo.losses", "explained_variance": "core.algo.losses",
@@ -36,7 +36,7 @@ _EXPORTS = {
     "Extension": "core.extensions", "register_extension": "core.extensions:register",
 }
 __all__ = [  # the same names as _EXPORTS (tests/test_layers.py checks)
-    "train", "load", "Agent", "EvalResult", "RunResult", "TrainConfig", "ConfigError", "RunInterrupted",
+    "train", "load", "Agent", "EvalResult", "RunResult", "compare", "Comparison", "TrainConfig", "ConfigError", "RunInterrupted",
     "policy_loss", "value_loss", "entropy_bonus", "combined_objective", "explained_variance",
     "gae", "next_state_values", "AutoLambda",
     "DynamicSampler", "Temperature", "Transitions", "sampling_probs", "effective_sample_size", "systematic_draws",
@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # the same names for type checkers and editors ("go to defini
     from core.config.options import ConfigError, RunInterrupted, TrainConfig
     from core.extensions import Extension, register as register_extension
     from core.run.api import Agent, EvalResult, RunResult, load, train
+    from core.run.compare import Comparison, compare
     from core.training.update import UpdateSettings, ppo_update
 
 

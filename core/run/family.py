@@ -1,11 +1,12 @@
 """The single-agent family: PPO, GRPO and DAPO on Gymnasium environments (see :mod:`core.run.registry`), and the
-``dapo recipes`` and ``dapo bench`` commands.  Only :meth:`Gymnasium.run_side` imports the runner, so listing the
+``dapo recipes``, ``dapo bench`` and ``dapo compare`` commands.  Only :meth:`Gymnasium.run_side` imports the runner, so listing the
 algorithms imports no trainer."""
 from __future__ import annotations
 
 from core.config.options import ALGOS, TrainConfig
 from core.run.bench import BENCHMARKS, bench
 from core.run.cli import Recipes
+from core.run.compare import Compare
 from core.run.recipes import HERE
 from core.run.registry import Family, RunSide
 
@@ -42,4 +43,4 @@ class Bench:
 
 
 FAMILY = Gymnasium()
-COMMANDS = [Recipes(), Bench()]
+COMMANDS = [Recipes(), Bench(), Compare()]
