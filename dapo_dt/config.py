@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.run import recipes
-from core.config.groups import ProgressOptions, RunOptions
+from core.config.groups import ProgressOptions, RunOptions, WandbOptions
 from core.config.options import ConfigError, check_inactive
 
 DT_ALGOS = ("dt", "dapo-dt", "bc", "pct-bc")
@@ -24,7 +24,7 @@ BC_ALGOS = ("bc", "pct-bc")
 
 
 @dataclass
-class DTConfig(RunOptions, ProgressOptions):
+class DTConfig(RunOptions, ProgressOptions, WandbOptions):
     """Train a Decision Transformer (dt), DAPO-DT (dapo-dt) or a BC baseline (bc, pct-bc) on a Minari dataset."""
 
     # --- experiment
@@ -129,6 +129,7 @@ class DTConfig(RunOptions, ProgressOptions):
     eval_max_steps: int = 27_000
     """Agent steps after which an evaluation game is cut (EnvPool's default Atari limit)."""
     # +ProgressOptions
+    # +WandbOptions
 
 
 RECIPES = Path(__file__).parent / "recipes"
@@ -237,7 +238,7 @@ def check_source(c: DTConfig) -> None:
 
 def check_shared_dt(c: DTConfig) -> None:
     """Seed, device, algorithm and finite numbers, as every family checks them."""
-    from core.config.options import MAX_SEED, check_device, check_finite
+    from core.config.options import MAX_SEED, check_device, check_finite, check_wandb
 
     if c.algo not in DT_ALGOS:
         raise ConfigError(f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")
@@ -245,3 +246,4 @@ def check_shared_dt(c: DTConfig) -> None:
         raise ConfigError(f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
     check_device(c.device)
     check_finite(c)
+    check_wandb(c)

@@ -58,7 +58,7 @@ def settings_line(cfg: DTConfig) -> str:
 
 def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: bool) -> dict:
     print(settings_line(cfg), flush=True)
-    logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False)
+    logger = MetricLogger(run_dir, trainer.grad_step if resume else None, tensorboard=False, wandb=cfg)
     total = cfg.grad_steps + (1 if cfg.online_steps else 0)
     progress = Progress(total, trainer.grad_step, f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)
     train_interruptibly(trainer, logger, progress)

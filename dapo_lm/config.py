@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from core.run import recipes
-from core.config.groups import ProgressOptions, RunOptions
-from core.config.options import MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers
+from core.config.groups import ProgressOptions, RunOptions, WandbOptions
+from core.config.options import (MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers,
+                                 check_wandb)
 
 LM_ALGOS = ("grpo-lm", "dapo-lm")
 GROUP_FILTERS = ("acc", "std")
 
 
 @dataclass
-class LMConfig(RunOptions, ProgressOptions):
+class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     """Train a small causal LM with GRPO or DAPO against a verifier (warm start, then RL)."""
 
     # --- experiment
@@ -135,6 +136,7 @@ class LMConfig(RunOptions, ProgressOptions):
     # +ProgressOptions
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
+    # +WandbOptions
 
 
 RECIPES = Path(__file__).parent / "recipes"  # one per algorithm, plus the ablation ladder's steps
@@ -193,6 +195,7 @@ def validate(c: LMConfig) -> None:
     require(isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED, f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
     check_device(c.device)
     check_finite(c)
+    check_wandb(c)
     require(0 < c.total_steps <= 10**10, f"--total-steps must be in 1 .. 10**10, got {c.total_steps}")
     check_numbers(c, at_least_one=("n_layer", "n_head", "n_embd", "warm_start_batch", "prompts_per_batch",
                                    "max_new_tokens", "num_minibatches", "num_epochs", "micro_batch_size",

@@ -72,7 +72,7 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> di
     print(settings_line(cfg), flush=True)
     print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step).replace("env steps", "answers"),
           flush=True)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg)
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
                         f"{cfg.algo} {cfg.task}", cfg.progress, cfg.progress_every_s)
     train_interruptibly(trainer, logger, progress)

@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 from core.run import recipes
 from core.config.parsing import parse_kwargs_text
 from core.config.groups import (HEALTH_FIELDS, DivergenceOptions, HealthOptions, ProgressOptions, RunOptions,
-                                SamplerOptions)
+                                SamplerOptions, WandbOptions)
 from core.config.options import (ConfigError, check_env_sizes, check_inactive, check_memory, check_minibatches,
                                  check_numbers, check_shared)
 
@@ -23,7 +23,7 @@ ON_POLICY_ALGOS = ("ippo", "mappo", "dapo-ma")
 
 
 @dataclass
-class MAConfig(RunOptions, SamplerOptions, HealthOptions, DivergenceOptions, ProgressOptions):
+class MAConfig(RunOptions, SamplerOptions, HealthOptions, DivergenceOptions, ProgressOptions, WandbOptions):
     """Train IPPO, MAPPO, DAPO-MA or MADDPG on a PettingZoo parallel environment."""
 
     # --- experiment
@@ -138,6 +138,7 @@ class MAConfig(RunOptions, SamplerOptions, HealthOptions, DivergenceOptions, Pro
     # +ProgressOptions
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
+    # +WandbOptions
 
 
 RECIPES = Path(__file__).parent / "recipes"  # one per algorithm, plus any shipped variants

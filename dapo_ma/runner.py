@@ -86,7 +86,7 @@ def settings_line(cfg: MAConfig) -> str:
 def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resume: bool) -> dict:
     print(settings_line(cfg), flush=True)
     print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard)
+    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg)
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
                         f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)
     try:

@@ -43,6 +43,27 @@ class ProgressOptions:
 
 
 @dataclass
+class WandbOptions:
+    """Logging to Weights & Biases beside metrics.csv and TensorBoard (:class:`core.training.logging.MetricLogger`);
+    every family mixes it in.  wandb is an optional extra: pip install 'dapo-toolkit[wandb]'."""
+
+    # --- runtime
+    wandb: bool = False
+    """Also log every metrics.csv scalar and the config to Weights & Biases (needs the wandb package)."""
+    wandb_project: Optional[str] = None
+    """W&B project (default: wandb's own, e.g. WANDB_PROJECT)."""
+    wandb_group: Optional[str] = None
+    """W&B group of the run, e.g. one name for all seeds of an experiment."""
+    wandb_mode: Literal["online", "offline", "disabled"] = "online"
+    """online sends to the W&B server; offline writes only under the run directory (or WANDB_DIR), for wandb sync
+    later."""
+
+
+WANDB_FIELDS = tuple(f.name for f in fields(WandbOptions))
+"""Options that say where a run's metrics go, not what the run is: they may change on --resume."""
+
+
+@dataclass
 class SamplerOptions:
     """The temperature rule and importance weights of core's dynamic sampler (:mod:`core.algo.sampler`)."""
 

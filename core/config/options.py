@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from core.config.groups import HEALTH_FIELDS, DivergenceOptions, HealthOptions, SamplerOptions
+from core.config.groups import HEALTH_FIELDS, DivergenceOptions, HealthOptions, SamplerOptions, WandbOptions
 
 ALGOS = ("ppo", "grpo", "dapo")
 TEMPERATURE_MODES = ("fixed", "ema", "decay", "learnable")
@@ -95,7 +95,7 @@ class RunInterrupted(Exception):
 
 
 @dataclass
-class TrainConfig(SamplerOptions, HealthOptions, DivergenceOptions):
+class TrainConfig(SamplerOptions, HealthOptions, DivergenceOptions, WandbOptions):
     """Train PPO, GRPO or DAPO on a Gymnasium environment."""
 
     # --- experiment
@@ -256,6 +256,7 @@ class TrainConfig(SamplerOptions, HealthOptions, DivergenceOptions):
     """Seconds between progress lines when not on a terminal."""
     tensorboard: bool = True
     """Write TensorBoard event files to the run directory."""
+    # +WandbOptions
 
 
 def joint_grad_clip(c: TrainConfig) -> bool:
@@ -317,12 +318,24 @@ def check_device(device: str) -> None:
                  f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
+def check_wandb(c) -> None:
+    """``--wandb`` needs the wandb package (checked before any file is made); the mode must be one W&B knows."""
+    if getattr(c, "wandb_mode", "online") not in ("online", "offline", "disabled"):
+        raise ConfigError(f"--wandb-mode must be online, offline or disabled, got '{c.wandb_mode}'")
+    if getattr(c, "wandb", False):
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            raise ConfigError("--wandb needs the wandb package: pip install 'dapo-toolkit[wandb]' (or pip install wandb)")
+
+
 def check_shared(c, algos) -> None:
     """Checks every trainer's config needs: algorithm, seed, device, budget, temperature rule, coefficients, networks."""
     _require(c.algo in algos, f"unknown --algo '{c.algo}'; choose one of: {', '.join(algos)}")
     _require(isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED, f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
     check_device(c.device)
     check_finite(c)
+    check_wandb(c)
     _require(0 < c.total_steps <= 10**12, f"--total-steps must be in 1 .. 10**12, got {c.total_steps}")
     _require(0 <= c.eval_episodes <= 100_000, f"--eval-episodes must be in 0 .. 100000, got {c.eval_episodes}")
     _require(0 < c.temperature_decay <= 1, f"--temperature-decay must be in (0, 1], got {c.temperature_decay}")

@@ -15,11 +15,12 @@ from typing import Any, Literal
 import yaml
 
 from core.config.fields import ordered_fields, unwrap_optional
+from core.config.groups import WANDB_FIELDS
 from core.config.options import ConfigError, shown
 
 # Fields that may change when a run is resumed; everything else defines the run.
 RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",
-                       "eval_episodes", "torch_threads"}
+                       "eval_episodes", "torch_threads", *WANDB_FIELDS}
 MAX_CONFIG_BYTES = 1_000_000  # a config or recipe is a few KB; refuse to read /dev/zero
 MAX_NESTING = 32  # lists and mappings inside each other; parsers recurse once per level (RecursionError)
 MAX_ITEMS = 10_000  # entries of one list option (hidden_sizes has at most 16)

@@ -249,7 +249,8 @@ def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume:
         family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
         print(settings_line(cfg, trainer.extensions, family, resumed=resume), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard) if main else NullLogger()
+    logger = (MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg) if main
+              else NullLogger())
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
                         f"{cfg.algo} {cfg.env}", cfg.progress and main, cfg.progress_every_s)
     try:

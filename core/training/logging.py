@@ -1,4 +1,5 @@
-"""Metric logging to CSV and TensorBoard under fixed namespaces, plus the live progress line.
+"""Metric logging to CSV, TensorBoard and (``--wandb``) Weights & Biases under fixed namespaces, plus the live progress
+line.
 
 Namespaces: ``rollout/`` (episodes), ``train/`` (losses, clip stats, lr, eps), ``sampler/``,
 ``health/`` (cumulative event counts), ``time/`` (SPS, per-phase seconds), ``eval/``.
@@ -7,25 +8,32 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import math
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Optional
 
+from core.config.groups import WandbOptions
+from core.config.options import ConfigError
+from core.config.parsing import read_yaml
 from core.training.checkpoint import DISK_FULL, DiskFull, atomic_write
 
 
 class MetricLogger:
-    """Appends one row per update to ``metrics.csv`` (and TensorBoard scalars).
+    """Appends one row per update to ``metrics.csv`` (and TensorBoard scalars; with ``wandb``, the options of a config
+    whose ``wandb`` is on, the same scalars to a W&B run: :class:`WandbSink`).
 
     On resume from ``resume_step``, rows logged after that step (by a run that crashed after its
     last checkpoint) are dropped, so the curve continues exactly where the checkpoint left off.
     """
 
-    def __init__(self, run_dir: Path, resume_step: Optional[int] = None, tensorboard: bool = True):
+    def __init__(self, run_dir: Path, resume_step: Optional[int] = None, tensorboard: bool = True,
+                 wandb: Optional[WandbOptions] = None):
         self.path = Path(run_dir) / "metrics.csv"
         self.columns: list[str] = []
         if resume_step is not None and self.path.exists():
@@ -44,6 +52,7 @@ class MetricLogger:
             with self._tb_errors():
                 self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=purge)
             _quiet_writer_threads()
+        self.wandb = WandbSink(Path(run_dir), wandb, resumed=resume_step is not None) if wandb and wandb.wandb else None
 
     def _rewrite(self, rows: list[dict]) -> None:
         def write(f):
@@ -72,11 +81,13 @@ class MetricLogger:
             except OSError:
                 f.truncate(size)
                 raise
+        scalars = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not math.isnan(v)}
         if self.tb is not None:
             with self._tb_errors():
-                for k, v in metrics.items():
-                    if isinstance(v, (int, float)) and not math.isnan(v):
-                        self.tb.add_scalar(k, v, step)
+                for k, v in scalars.items():
+                    self.tb.add_scalar(k, v, step)
+        if self.wandb is not None:
+            self.wandb.log(step, scalars)
 
     @contextlib.contextmanager
     def _tb_errors(self):
@@ -92,6 +103,9 @@ class MetricLogger:
     def close(self, quiet: bool = False) -> None:
         """Flush and close TensorBoard's file; ``quiet``: a failure to do so is dropped (closing after another error,
         which is the one to report)."""
+        sink, self.wandb = self.wandb, None
+        if sink is not None:
+            sink.close(failed=quiet)
         tb, self.tb = self.tb, None
         if tb is None:
             return
@@ -101,6 +115,39 @@ class MetricLogger:
         except Exception:
             if not quiet:
                 raise
+
+
+class WandbSink:
+    """One Weights & Biases run beside metrics.csv: the scalars TensorBoard gets, against ``global_step`` (a metric of
+    its own, so that rows a resumed run logs again do not fall behind W&B's step counter), and the run's config.yaml as
+    its config.  Named after the run directory; its files go to ``WANDB_DIR`` if set, else into the run directory.  A
+    resumed run continues the same W&B run (its id is derived from the run directory's path) where W&B can
+    (online)."""
+
+    def __init__(self, run_dir: Path, options: WandbOptions, resumed: bool = False):
+        import wandb
+
+        config_path = run_dir / "config.yaml"
+        config = read_yaml(config_path) if config_path.is_file() else {}
+        online = options.wandb_mode == "online"
+        run_id = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16]
+        try:
+            self.run = wandb.init(project=options.wandb_project, group=options.wandb_group, mode=options.wandb_mode,
+                                  dir=os.environ.get("WANDB_DIR") or str(run_dir), name=run_dir.name,
+                                  id=run_id if online else None, resume="allow" if online else None,
+                                  config=config if isinstance(config, dict) else {},
+                                  settings=wandb.Settings(console="off"))
+        except Exception as e:  # not logged in, no network, a bad project name: one line, not wandb's traceback
+            hint = "; log in with 'wandb login' or use --wandb-mode offline" if online else ""
+            raise ConfigError(f"--wandb: W&B could not start a run: {type(e).__name__}: {e}{hint}") from None
+        self.run.define_metric("global_step")
+        self.run.define_metric("*", step_metric="global_step")
+
+    def log(self, step: int, scalars: dict[str, float]) -> None:
+        self.run.log({"global_step": step, **scalars})
+
+    def close(self, failed: bool = False) -> None:
+        self.run.finish(exit_code=1 if failed else 0)
 
 
 def _quiet_writer_threads() -> None:
