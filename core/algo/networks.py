@@ -128,6 +128,12 @@ class CategoricalActor(nn.Module):
         action = dist.sample()
         return action, dist.log_prob(action)
 
+    def sample_with_noise(self, obs: Tensor, noise: Tensor) -> Tensor:
+        """Actions ``(B,)`` drawn from the same categorical with given uniform noise ``u`` ``(B,)`` in [0, 1): the
+        first action whose cumulative probability exceeds ``u`` (inverse CDF; an exported policy samples alike)."""
+        cdf = torch.softmax(self.net(obs), -1).cumsum(-1)
+        return (cdf <= noise.unsqueeze(-1)).sum(-1).clamp(max=cdf.shape[-1] - 1)
+
 
 class GaussianActor(nn.Module):
     """Box actions: diagonal Gaussian, MLP mean and state-independent log-std (initially ``log_std_init``
@@ -160,6 +166,10 @@ class GaussianActor(nn.Module):
         noise = torch.randn_like(mean)
         action = mean + self.log_std.exp() * noise
         return action, (-0.5 * noise.pow(2) - self.log_std - HALF_LOG_2PI).sum(-1)
+
+    def sample_with_noise(self, obs: Tensor, noise: Tensor) -> Tensor:
+        """Actions ``(B, A)`` for given standard normal noise ``(B, A)``: ``mean + std * noise``, as ``sample``."""
+        return self.net(obs) + self.log_std.exp() * noise
 
 
 class Critic(nn.Module):

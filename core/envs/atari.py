@@ -64,13 +64,14 @@ def resize(screen: np.ndarray, rows: tuple, cols: tuple) -> np.ndarray:
 class AtariGame(gym.Env):
     """One ale-py game with EnvPool's preprocessing (see the module docstring)."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 60 // FRAME_SKIP}
 
-    def __init__(self, game: str, training: bool = True, full_action_space: bool = False):
+    def __init__(self, game: str, training: bool = True, full_action_space: bool = False,
+                 render_mode: Optional[str] = None):
         import ale_py
         from ale_py import roms
 
-        self.training = training
+        self.training, self.render_mode = training, render_mode
         self.ale = ale_py.ALEInterface()
         self.ale.setLoggerMode(ale_py.LoggerMode.Error)
         self.ale.setFloat("repeat_action_probability", 0.0)
@@ -119,6 +120,10 @@ class AtariGame(gym.Env):
         self._push(self._screens[0], fill=hard)
         self._lives = self.ale.lives()
         return self._stack.copy(), {"score": 0.0, "game_over": False}
+
+    def render(self) -> Optional[np.ndarray]:
+        """The emulator's colour screen ``(210, 160, 3)`` uint8 (``render_mode="rgb_array"``; videos), else None."""
+        return self.ale.getScreenRGB() if self.render_mode == "rgb_array" else None
 
     def step(self, action):
         raw, a = 0.0, self.actions[int(action)]

@@ -122,11 +122,16 @@ class ObsNormalizer:
         uint8 images pass through as uint8 (4x less rollout memory; the CNN scales them)."""
         if not self.enabled:
             return np.array(obs, dtype=np.uint8 if obs.dtype == np.uint8 else np.float32)
-        if self._affine is None:  # statistics change once per rollout; this runs at every env step
-            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + VAR_EPS)).astype(np.float32))
-        mean, inv_std = self._affine
+        mean, inv_std = self.affine()
         out = (np.asarray(obs, dtype=np.float32) - mean) * inv_std
         return np.clip(out, -self.clip, self.clip, out=out)
+
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """The float32 ``(mean, 1/std)`` ``(D,)`` that ``__call__`` normalises with (then clips to +-``clip``); an
+        ONNX export folds in the same numbers (core/run/export.py)."""
+        if self._affine is None:  # statistics change once per rollout; this runs at every env step
+            self._affine = (self.rms.mean.astype(np.float32), (1.0 / np.sqrt(self.rms.var + VAR_EPS)).astype(np.float32))
+        return self._affine
 
     def state_dict(self) -> dict:
         return self.rms.state_dict()

@@ -4,7 +4,8 @@
     result = core.train(env="CartPole-v1", algo="dapo", total_steps=50_000, seed=1)
     agent = core.load(result.run_dir)
     agent.predict(obs, deterministic=True)          # raw observations in, actions out (batched or single)
-    agent.evaluate(episodes=10)                      # EvalResult(mean, std, returns)
+    agent.evaluate(episodes=10)                      # EvalResult(mean, std, returns); video_dir= records them
+    agent.export_onnx("policy.onnx")                 # the policy for onnxruntime (deterministic=False: sampling)
 
 Options are the ``dapo run`` option names (``TrainConfig`` fields).  ``env`` is a registered id, ``"module:Env-id"``,
 ``"module:make_env"`` or a callable returning a ``gymnasium.Env``; ``algo`` may name any family's algorithm (e.g.
@@ -173,6 +174,16 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     return Agent(cfg, actor.to(dev).eval(), critic.to(dev).eval(), obs_norm, obs_space, act_space, dev)
 
 
+def export_run(run_dir: Path, path: Path, deterministic: bool = True, trust_env: bool = False) -> Path:
+    """:attr:`core.run.registry.RunSide.export` of the Gymnasium family: ``run_dir``'s policy to the ONNX file
+    ``path`` (:mod:`core.run.export`); the output path and the onnx package are checked before the run is read."""
+    from core.run.export import check_output, export_agent, onnx_module
+
+    check_output(Path(path))
+    onnx_module()
+    return export_agent(load_agent(Path(run_dir), trust_env=trust_env), path, deterministic)
+
+
 class Agent:
     """A trained single-agent policy with its observation normaliser.
 
@@ -184,9 +195,11 @@ class Agent:
         self.observation_space, self.action_space, self.device = observation_space, action_space, device
 
     @torch.no_grad()
-    def predict(self, obs, deterministic: bool = True) -> np.ndarray:
+    def predict(self, obs, deterministic: bool = True, noise=None) -> np.ndarray:
         """Action(s) for raw observation(s): ``(D,)`` -> one action, ``(B, D)`` -> ``(B, ...)`` actions (Box actions
-        clipped to the bounds, as the env receives them)."""
+        clipped to the bounds, as the env receives them).  ``noise`` (with ``deterministic=False``) draws the sample
+        from given noise, as an exported stochastic policy does (:mod:`core.run.export`): Discrete actions: uniform
+        in [0, 1), one per observation; Box actions: standard normal, the action's shape."""
         from core.envs.rollout import to_env_actions
 
         obs = np.asarray(obs)
@@ -195,18 +208,33 @@ class Agent:
         if batch.shape[1:] != self.observation_space.shape:
             raise ValueError(f"observation of shape {obs.shape} does not match the env's {self.observation_space.shape}")
         x = torch.as_tensor(self.obs_norm(batch), device=self.device)
-        action = self.actor.mode(x) if deterministic else self.actor.sample(x)[0]
+        if noise is not None:
+            if deterministic:
+                raise ValueError("noise is for sampled actions: pass deterministic=False")
+            z = torch.as_tensor(np.asarray(noise, dtype=np.float32), device=self.device)
+            action = self.actor.sample_with_noise(x, z[None] if single else z)
+        else:
+            action = self.actor.mode(x) if deterministic else self.actor.sample(x)[0]
         out = to_env_actions(action, self.action_space)
         return out[0] if single else out
 
-    def evaluate(self, episodes: int = 10, seed: int = 12345, deterministic: Optional[bool] = None) -> EvalResult:
-        """Whole episodes on the run's env (with its env kwargs): the returns' mean and sample std."""
+    def export_onnx(self, path: Union[str, Path], deterministic: bool = True) -> Path:
+        """Write the policy as an ONNX file (raw observations in, env actions out; with ``deterministic=False`` a
+        second input ``noise``, as :meth:`predict`'s): see :mod:`core.run.export`.  Returns the path."""
+        from core.run.export import export_agent
+
+        return export_agent(self, path, deterministic)
+
+    def evaluate(self, episodes: int = 10, seed: int = 12345, deterministic: Optional[bool] = None,
+                 video_dir: Union[None, str, Path] = None) -> EvalResult:
+        """Whole episodes on the run's env (with its env kwargs): the returns' mean and sample std; ``video_dir``:
+        record each episode there (MP4 or GIF, :mod:`core.run.video`)."""
         from core.run.evaluation import evaluate, mean_std
 
         if deterministic is None:
             deterministic = self.config.eval_deterministic is not False
         returns = evaluate(self.config.env, self.actor, self.obs_norm, episodes, seed, self.device, deterministic,
-                           env_kwargs=self.config.env_kwargs)
+                           env_kwargs=self.config.env_kwargs, video_dir=None if video_dir is None else Path(video_dir))
         mean, std = mean_std(returns)
         return EvalResult(mean, std, returns)
 

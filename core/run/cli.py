@@ -1,6 +1,7 @@
-"""The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run, ``dapo recipes`` lists the
-shipped recipes, ``dapo bench NAME`` runs a benchmark script of a source checkout (:mod:`core.run.bench`); packages
-add more (``dapo dataset``) through :mod:`core.run.registry`.
+"""The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run (``--video DIR`` records it),
+``dapo recipes`` lists the shipped recipes, ``dapo bench NAME`` runs a benchmark script of a source checkout
+(:mod:`core.run.bench`), ``dapo export RUN_DIR --onnx FILE`` writes a run's policy for onnxruntime
+(:mod:`core.run.export`); packages add more (``dapo dataset``) through :mod:`core.run.registry`.
 
 Every algorithm family registers itself (:mod:`core.run.registry`), so ``core`` imports nothing above it.  The family is
 chosen before parsing (from ``--algo``, a resumed run, a recipe file, or an env only one family claims), so that
@@ -33,6 +34,9 @@ EXT_HELP = ("Turn on an extension, or set some options of one a recipe turned on
             "--ext NAME add up); --ext NAME off removes it.")
 TRUST_HELP = ("Make an env that a file (the run's config.yaml, a recipe) names as module:factory: imports and runs "
               "that module's code; only for files you trust.")
+
+
+GYM_RUNS = "Gymnasium-family runs (ppo, grpo, dapo)"  # what dapo export and dapo eval --video take
 
 
 MAX_LINE = 1000  # characters of an error line: a message never echoes megabytes
@@ -107,6 +111,9 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     ev.add_argument("--stochastic", action=argparse.BooleanOptionalAction, default=None,
                     help="Sample actions instead of taking the mean/argmax [on if the run's eval_deterministic is "
                          "off]")
+    ev.add_argument("--video", type=Path, default=None, metavar="DIR",
+                    help="Record every episode into DIR (created if missing): MP4 with moviepy or imageio-ffmpeg "
+                         "installed, else GIF (Gymnasium runs)")
     ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
     for command in found.commands:
         if not command.raw:
@@ -171,9 +178,18 @@ def _eval(args, family: Family) -> int:
     check_device(args.device)
     deterministic = None if args.stochastic is None else not args.stochastic
     side = family.run_side()
+    video = {}
+    if args.video is not None:
+        if not side.video:
+            raise ConfigError(f"--video records {GYM_RUNS}; {args.run_dir} is a {family.name} run")
+        from core.run.video import check_video_dir
+
+        video = {"video_dir": check_video_dir(args.video)}
     returns = side.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
-                            trust_env=args.trust_env)
+                            trust_env=args.trust_env, **video)
     print(f"env seed {args.seed}: {side.eval_line(returns)}")
+    if video:
+        print(f"videos: {args.video}{'' if str(args.video).endswith('/') else '/'}eval-episode-*")
     return 0
 
 
@@ -222,6 +238,39 @@ class Recipes(Command):
             if described:  # what the recipe is for, before the values it sets
                 print(textwrap.indent(textwrap.fill(described, 110), "# "))
             print(yaml.safe_dump(recipes.load(args.name, fam.config_class, [folder]), sort_keys=False).rstrip())
+        return 0
+
+
+class Export(Command):
+    """``dapo export RUN_DIR --onnx FILE [--stochastic]``."""
+
+    name = "export"
+    help = "write a saved run's policy as an ONNX file (Gymnasium runs)"
+
+    def add_arguments(self, parser) -> None:
+        parser.description = ("Write a saved run's acting policy (its observation normaliser folded in: raw "
+                              "observations in, env actions out) as an ONNX file. " + GYM_RUNS.capitalize()
+                              + " can be exported.")
+        parser.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
+        parser.add_argument("--onnx", type=Path, required=True, metavar="FILE",
+                            help="The ONNX file to write (its folder must exist)")
+        parser.add_argument("--stochastic", action="store_true",
+                            help="Sample actions: the graph takes a second input 'noise' (Discrete: uniform (B,) in "
+                                 "[0, 1); Box: standard normal (B, A)) [off: argmax / mean]")
+        parser.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
+
+    def run(self, args) -> int:
+        from core.run.api import _family_of_run
+        from core.run.export import check_output
+
+        fam = _family_of_run(args.run_dir)
+        side = fam.run_side()
+        if side.export is None:
+            raise ConfigError(f"{args.run_dir} is a {fam.name} run, which cannot be exported; {GYM_RUNS} can")
+        check_output(args.onnx)
+        out = side.export(args.run_dir, args.onnx, not args.stochastic, trust_env=args.trust_env)
+        print(f"wrote {out} ({'stochastic: inputs obs, noise' if args.stochastic else 'deterministic: input obs'}; "
+              "output action)")
         return 0
 
 

@@ -24,25 +24,52 @@ def evaluation_envs(env_id: str, seed: int, env_kwargs: Optional[dict] = None):
 @torch.no_grad()
 def evaluate(env_id: str, actor: torch.nn.Module, obs_norm: ObsNormalizer, episodes: int, seed: int,
              device: torch.device, deterministic: bool = True, seen: Optional[list] = None,
-             env_kwargs: Optional[dict] = None) -> list[float]:
+             env_kwargs: Optional[dict] = None, video_dir: Optional[Path] = None) -> list[float]:
     """Raw scores of ``episodes`` full episodes on one env (whole games with unclipped rewards on
     Atari); the mean action / argmax when ``deterministic``.  The normaliser is read, never updated.
-    ``seen``, when given, receives every raw observation the actor acted on."""
+    ``seen``, when given, receives every raw observation the actor acted on.  ``video_dir``: record every episode
+    there (:mod:`core.run.video`; a single rendering env that plays the same episodes for a given seed)."""
+    def act(obs: np.ndarray, act_space) -> np.ndarray:
+        if seen is not None:
+            seen.append(np.array(obs[0]))
+        o = torch.as_tensor(obs_norm(obs), device=device)
+        return to_env_actions(actor.mode(o) if deterministic else actor.sample(o)[0], act_space)
+
+    if video_dir is not None:
+        return _recorded(env_id, env_kwargs, act, episodes, seed, Path(video_dir))
     envs = evaluation_envs(env_id, seed, env_kwargs)
     obs = envs.reset(seed=seed)
     returns, ep_return = [], 0.0
     while len(returns) < episodes:
-        if seen is not None:
-            seen.append(np.array(obs[0]))
-        o = torch.as_tensor(obs_norm(obs), device=device)
-        action = actor.mode(o) if deterministic else actor.sample(o)[0]
-        step = envs.step(to_env_actions(action, envs.single_action_space))
+        step = envs.step(act(obs, envs.single_action_space))
         obs = step.obs
         ep_return += float(step.score[0])
         if step.game_over[0]:
             returns.append(ep_return)
             ep_return = 0.0
     envs.close()
+    return returns
+
+
+def _recorded(env_id: str, env_kwargs: Optional[dict], act, episodes: int, seed: int, folder: Path) -> list[float]:
+    """:func:`evaluate`'s episodes on one env recording them into ``folder``: reset with ``seed`` once, then
+    unseeded, as the vector env's autoreset (Atari: the whole games with raw rewards of ``training=False``)."""
+    from core.run.video import recording_env
+
+    env = recording_env(env_id, env_kwargs, folder)
+    try:
+        obs, _ = env.reset(seed=seed)
+        returns, ep_return = [], 0.0
+        while len(returns) < episodes:
+            obs, reward, terminated, truncated, _ = env.step(act(np.asarray(obs)[None], env.action_space)[0])
+            ep_return += float(reward)
+            if terminated or truncated:
+                returns.append(ep_return)
+                ep_return = 0.0
+                if len(returns) < episodes:
+                    obs, _ = env.reset()
+    finally:
+        env.close()
     return returns
 
 
@@ -71,14 +98,20 @@ def load_run_policy(run_dir: Path, device: str = "cpu",
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: Optional[bool] = None, trust_env: bool = False) -> list[float]:
+                 deterministic: Optional[bool] = None, trust_env: bool = False,
+                 video_dir: Optional[Path] = None) -> list[float]:
     """Load ``run_dir``'s config and checkpoint and evaluate its actor (``deterministic`` defaults to
-    the run's ``eval_deterministic``)."""
+    the run's ``eval_deterministic``); ``video_dir``: record the episodes there (:mod:`core.run.video`)."""
+    if video_dir is not None:
+        from core.run.video import check_video_dir, video_format
+
+        check_video_dir(video_dir)  # before the checkpoint is read: bad input costs nothing
+        video_format()
     cfg, actor, obs_norm = load_run_policy(run_dir, device, trust_env)
     if deterministic is None:
         deterministic = cfg.eval_deterministic is not False
     return evaluate(cfg.env, actor, obs_norm, episodes, seed, next(actor.parameters()).device, deterministic,
-                    env_kwargs=cfg.env_kwargs)
+                    env_kwargs=cfg.env_kwargs, video_dir=video_dir)
 
 
 def sample_std(x) -> float:

@@ -1,11 +1,11 @@
 """The single-agent family: PPO, GRPO and DAPO on Gymnasium environments (see :mod:`core.run.registry`), and the
-``dapo recipes``, ``dapo bench`` and ``dapo compare`` commands.  Only :meth:`Gymnasium.run_side` imports the runner, so listing the
-algorithms imports no trainer."""
+``dapo recipes``, ``dapo bench``, ``dapo compare`` and ``dapo export`` commands.  Only :meth:`Gymnasium.run_side`
+imports the runner, so listing the algorithms imports no trainer."""
 from __future__ import annotations
 
 from core.config.options import ALGOS, TrainConfig
 from core.run.bench import BENCHMARKS, bench
-from core.run.cli import Recipes
+from core.run.cli import Export, Recipes
 from core.run.compare import Compare
 from core.run.recipes import HERE
 from core.run.registry import Family, RunSide
@@ -25,7 +25,7 @@ class Gymnasium(Family):
 
         return RunSide(resolve=runner.resolve_for_env, complete=presets.complete, run=runner.run_experiment,
                        load_config=rundir.load_run_config, evaluate=evaluation.evaluate_run, load=api.load_agent,
-                       summary_line=runner.summary_line)
+                       summary_line=runner.summary_line, export=api.export_run, video=True)
 
 
 class Bench:
@@ -43,4 +43,4 @@ class Bench:
 
 
 FAMILY = Gymnasium()
-COMMANDS = [Recipes(), Bench(), Compare()]
+COMMANDS = [Recipes(), Bench(), Compare(), Export()]

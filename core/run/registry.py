@@ -72,6 +72,11 @@ class RunSide:
     """The one line printed after a run."""
     eval_line: Callable[[Any], str] = returns_line
     """The line ``dapo eval`` prints."""
+    export: Optional[Callable[..., Any]] = None
+    """``(run_dir, path, deterministic=True, trust_env=False)``: write the run's acting policy as an ONNX file
+    (``dapo export``); None: the family's runs cannot be exported."""
+    video: bool = False
+    """Whether :attr:`evaluate` takes ``video_dir=`` (``dapo eval --video DIR``) and records its episodes there."""
 
 
 @runtime_checkable
