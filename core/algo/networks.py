@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.distributions import Categorical, Distribution, Normal
 
 # Argument validation costs more than the sampling itself for per-step batches; our inputs come from
@@ -172,6 +173,69 @@ class GaussianActor(nn.Module):
         return self.net(obs) + self.log_std.exp() * noise
 
 
+class MultiCategoricalActor(nn.Module):
+    """MultiDiscrete actions ``nvec = (n_1, ..., n_K)``: one MLP gives ``sum(nvec)`` logits, split into K independent
+    softmaxes (a factorised categorical).  obs ``(B, D)``; actions ``(B, K)`` int64, component k in ``0..n_k-1`` (the
+    env's ``start`` is added by :func:`core.envs.rollout.to_env_actions`).  ``log pi(a) = sum_k log p_k(a_k)``,
+    entropy ``sum_k H(p_k)``: the components are independent given the observation."""
+
+    def __init__(self, obs_dim: int, nvec: Sequence[int], hidden: Sequence[int]):
+        super().__init__()
+        self.nvec = tuple(int(n) for n in nvec)
+        self.net = mlp(obs_dim, hidden, sum(self.nvec), out_gain=0.01)
+
+    def _log_probs(self, obs: Tensor) -> list[Tensor]:
+        """K tensors ``(B, n_k)`` of log-probabilities."""
+        return [x.log_softmax(-1) for x in self.net(obs).split(self.nvec, -1)]
+
+    def mode(self, obs: Tensor) -> Tensor:
+        return torch.stack([x.argmax(-1) for x in self.net(obs).split(self.nvec, -1)], -1)
+
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-prob of ``actions`` ``(B, K)`` -> ``(B,)`` and the entropy ``(B,)``, each summed over the components."""
+        log_p = self._log_probs(obs)
+        a = actions.long()
+        logp = sum(lp.gather(-1, a[:, k:k + 1])[:, 0] for k, lp in enumerate(log_p))
+        entropy = sum(-(lp.exp() * lp).sum(-1) for lp in log_p)
+        return logp, entropy
+
+    def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Actions ``(B, K)`` and their log-probs ``(B,)``."""
+        log_p = self._log_probs(obs)
+        action = torch.stack([torch.multinomial(lp.exp(), 1)[:, 0] for lp in log_p], -1)
+        logp = sum(lp.gather(-1, action[:, k:k + 1])[:, 0] for k, lp in enumerate(log_p))
+        return action, logp
+
+
+class BernoulliActor(nn.Module):
+    """MultiBinary actions of ``n`` bits: an MLP's ``n`` logits ``x``, each bit an independent Bernoulli with
+    ``p = sigmoid(x)``.  obs ``(B, D)``; actions ``(B, n)`` float 0/1.  ``log pi(a) = sum_j (a_j x_j - softplus(x_j))``
+    and entropy ``sum_j (softplus(x_j) - p_j x_j)``."""
+
+    def __init__(self, obs_dim: int, n: int, hidden: Sequence[int]):
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, n, out_gain=0.01)
+
+    def mode(self, obs: Tensor) -> Tensor:
+        return (self.net(obs) > 0).float()
+
+    @staticmethod
+    def _logp(x: Tensor, actions: Tensor) -> Tensor:
+        return (actions * x - F.softplus(x)).sum(-1)
+
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-prob of ``actions`` ``(B, n)`` -> ``(B,)`` and the entropy ``(B,)``, each summed over the bits."""
+        x = self.net(obs)
+        entropy = (F.softplus(x) - torch.sigmoid(x) * x).sum(-1)
+        return self._logp(x, actions.float()), entropy
+
+    def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Actions ``(B, n)`` float 0/1 and their log-probs ``(B,)``."""
+        x = self.net(obs)
+        action = (torch.rand_like(x) < torch.sigmoid(x)).float()
+        return action, self._logp(x, action)
+
+
 class Critic(nn.Module):
     """State value: obs ``(B, D)`` -> ``(B,)``."""
 
@@ -204,11 +268,14 @@ class SharedEncoderCritic(nn.Module):
 
 def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[int],
                    bf16: bool = False, log_std_init: float = 0.0) -> tuple[nn.Module, nn.Module]:
-    """Actor and critic for the spaces.  Flat observations: separate MLPs of widths ``hidden`` (DAPO's decoupled
-    optimisers act on them; Box actions start with log-std ``log_std_init``).  Image observations ``(C, H, W)``: one
-    Nature-DQN encoder owned by the actor, with a policy head and a value head (:class:`SharedEncoderCritic`)."""
-    obs_dim = int(np.prod(obs_space.shape))
-    if len(obs_space.shape) == 3:
+    """Actor and critic for the spaces.  Flat observations (a Dict space counts as its ``gymnasium.spaces.flatten``
+    size): separate MLPs of widths ``hidden`` (DAPO's decoupled optimisers act on them; Box actions start with
+    log-std ``log_std_init``; MultiDiscrete and MultiBinary actions get factorised heads, independent components).
+    Image observations ``(C, H, W)``: one Nature-DQN encoder owned by the actor, with a policy head and a value head
+    (:class:`SharedEncoderCritic`)."""
+    dict_obs = isinstance(obs_space, gym.spaces.Dict)
+    obs_dim = gym.spaces.flatdim(obs_space) if dict_obs else int(np.prod(obs_space.shape))
+    if not dict_obs and len(obs_space.shape) == 3:
         if not isinstance(act_space, gym.spaces.Discrete):
             raise ValueError(f"image observations need Discrete actions, got {act_space}")
         n = int(act_space.n)
@@ -217,6 +284,10 @@ def build_networks(obs_space: gym.Space, act_space: gym.Space, hidden: Sequence[
         return actor, SharedEncoderCritic(encoder, orthogonal_init(nn.Linear(512, 1), 1.0))
     if isinstance(act_space, gym.spaces.Discrete):
         actor = CategoricalActor(obs_dim, int(act_space.n), hidden)
+    elif isinstance(act_space, gym.spaces.MultiDiscrete):
+        actor = MultiCategoricalActor(obs_dim, act_space.nvec.reshape(-1).tolist(), hidden)
+    elif isinstance(act_space, gym.spaces.MultiBinary):
+        actor = BernoulliActor(obs_dim, int(np.prod(act_space.shape)), hidden)
     else:
         actor = GaussianActor(obs_dim, int(np.prod(act_space.shape)), hidden, log_std_init)
     return actor, Critic(obs_dim, hidden)  # built after the actor: the same init as before for a given seed

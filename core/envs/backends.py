@@ -37,6 +37,8 @@ class GymnasiumBackend:
         self.num_envs, self.asynchronous = num_envs, asynchronous
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space
+        # the env's own observation space: a Dict here is flattened into single_observation_space (core/envs/make.py)
+        self.raw_observation_space = self.envs.raw_observation_space
         self._valid = np.ones(num_envs, dtype=bool)
         self._no_final: Optional[np.ndarray] = None
 

@@ -9,6 +9,7 @@ import re
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from core.envs import minigrid
@@ -170,31 +171,116 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
                           "make them with core.envs.backends.make_backend")
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
     kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
+
+    def make(wrappers=None):
+        try:
+            return gym.make_vec(gym_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
+                                vector_kwargs=kwargs, wrappers=wrappers, **env_kwargs)
+        except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
+            raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
+    envs = make()
+    raw_space = envs.single_observation_space
     try:
-        envs = gym.make_vec(gym_id, num_envs=num_envs, vectorization_mode="async" if asynchronous else "sync",
-                            vector_kwargs=kwargs, **env_kwargs)
-    except Exception as e:  # missing simulator, bad kwargs, ...: one line for the user
-        raise ConfigError(f"cannot create env '{env_id}': {type(e).__name__}: {e}") from e
-    env_family(envs.single_observation_space, envs.single_action_space, env_id)
+        env_family(raw_space, envs.single_action_space, env_id)
+    except ConfigError:
+        envs.close()
+        raise
+    if isinstance(raw_space, gym.spaces.Dict):
+        # made again with each env flattened by itself, so that info["final_obs"] (same-step autoreset) is flat too
+        envs.close()
+        envs = make([gym.wrappers.FlattenObservation])
+    envs.raw_observation_space = raw_space  # what the env returns: what Agent.predict takes
     return envs
+
+
+def _one_line(space: gym.Space) -> str:
+    return " ".join(str(space).split())  # a space of arrays prints its rows on lines of their own
+
+
+DICT_ENTRIES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def dict_observation_problem(space: gym.spaces.Dict, prefix: str = "") -> Optional[str]:
+    """Why the MLP trainer cannot read ``space`` flattened (``gymnasium.spaces.flatten``: entries in the space's key
+    order, Box entries raveled, Discrete and MultiDiscrete ones one-hot), or None when it can.  Entries may be Box
+    vectors or matrices, Discrete, MultiDiscrete, MultiBinary and Dicts of those; images (uint8 Box of rank 2 or
+    more, any Box of rank 3 or more) would need a CNN per entry and are refused, and so are Tuple, Sequence, Graph
+    and Text entries (variable or unstructured sizes)."""
+    if not space.spaces:
+        return "has no entries"
+    for key, sub in space.spaces.items():
+        name = f"{prefix}{key}"
+        if isinstance(sub, gym.spaces.Dict):
+            problem = dict_observation_problem(sub, name + ".")
+            if problem is not None:
+                return problem
+        elif not isinstance(sub, DICT_ENTRIES):
+            return f"entry '{name}' is a {type(sub).__name__} space"
+        elif isinstance(sub, gym.spaces.Box) and len(sub.shape) >= (2 if sub.dtype == np.uint8 else 3):
+            return f"entry '{name}' is an image {sub.shape} (the MLP trainer has no CNN for Dict entries)"
+    return None
+
+
+def flatten_observations(space: gym.spaces.Dict, obs: Any) -> tuple[np.ndarray, bool]:
+    """Raw Dict observation(s) as the env returns them -> ``(B, D)`` rows as the trainer sees them (flattened by
+    ``gymnasium.spaces.flatten``), and whether ``obs`` was one observation (a dict whose entries have the space's
+    shapes) rather than a batch (a dict whose entries have a leading batch axis, or a list of dicts)."""
+    def one(o) -> np.ndarray:
+        try:
+            return np.asarray(gym.spaces.flatten(space, o))
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"observation does not match the env's {_one_line(space)}: {type(e).__name__}: {e}") from e
+
+    def row(o: dict, i: int) -> dict:
+        return {k: row(v, i) if isinstance(v, dict) else np.asarray(v)[i] for k, v in o.items()}
+    if isinstance(obs, (list, tuple)):
+        return np.stack([one(o) for o in obs]), False
+    if not isinstance(obs, dict):
+        raise ValueError(f"the env's observations are dicts ({_one_line(space)}); got {type(obs).__name__}")
+    sub, leaf = space, obs
+    while isinstance(sub, gym.spaces.Dict):  # the first entry says whether a batch axis leads
+        key = next(iter(sub.spaces))
+        if not isinstance(leaf, dict) or key not in leaf:
+            raise ValueError(f"observation lacks the entry '{key}' of the env's {_one_line(space)}")
+        sub, leaf = sub.spaces[key], leaf[key]
+    if np.ndim(leaf) == len(sub.shape):
+        return one(obs)[None], True
+    try:
+        return np.stack([one(row(obs, i)) for i in range(len(leaf))]), False
+    except IndexError as e:
+        raise ValueError(f"a batch of observations whose entries have different lengths: {e}") from e
 
 
 def env_family(obs_space: gym.Space, act_space: gym.Space, env_id: str = "") -> str:
     """``atari`` (ALE ids, image observations), ``minigrid`` (MiniGrid ids, core/envs/minigrid.py), ``classic``
-    (Discrete actions) or ``continuous`` (Box actions); other envs need flat Box observations.  The family
-    names the recipe the env gets (core/recipes)."""
+    (Discrete, MultiDiscrete or MultiBinary actions) or ``continuous`` (1-D Box actions); other envs need flat Box
+    observations or Dicts the MLP can read flattened (:func:`dict_observation_problem`).  The family names the
+    recipe the env gets (core/run/recipes).
+
+    MultiDiscrete and MultiBinary actions get ``classic``: their heads are categorical (one softmax or Bernoulli per
+    component, no log-std), which is what classic's settings (many short rollouts, 20 epochs on one minibatch, no
+    reward normalisation) are tuned for; ``continuous``'s are CleanRL's MuJoCo settings for Gaussian policies (one
+    env, 2048-step rollouts, normalised observations and rewards, ``--log-std-init``)."""
     if is_atari(env_id) and isinstance(act_space, gym.spaces.Discrete):
         return "atari"
     if minigrid.is_minigrid(env_id):
         return "minigrid"
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        raise ConfigError(f"env '{env_id}' has observation space {obs_space}; only flat Box observations "
-                          "are supported by the MLP trainer")
+    if isinstance(obs_space, gym.spaces.Dict):
+        problem = dict_observation_problem(obs_space)
+        if problem is not None:
+            raise ConfigError(f"env '{env_id}' has a Dict observation space whose {problem}; the MLP trainer "
+                              "flattens Dicts of Box vectors, Discrete, MultiDiscrete and MultiBinary entries")
+    elif not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise ConfigError(f"env '{env_id}' has observation space {_one_line(obs_space)}; only flat Box observations "
+                          "and Dicts of them are supported by the MLP trainer")
     if isinstance(act_space, gym.spaces.Discrete):
         return "classic"
+    if isinstance(act_space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) and len(act_space.shape) == 1:
+        return "classic"  # categorical-like heads: classic control's recipe, not the Gaussian policies' one
     if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
         return "continuous"
-    raise ConfigError(f"env '{env_id}' has action space {act_space}; supported: Discrete, 1-D Box")
+    raise ConfigError(f"env '{env_id}' has action space {_one_line(act_space)}; supported: Discrete, MultiDiscrete, "
+                      "MultiBinary (one axis), 1-D Box")
 
 
 def save_env_states(envs: gym.vector.SyncVectorEnv) -> list[dict]:

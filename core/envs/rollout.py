@@ -184,10 +184,16 @@ class RewardScaler:
 
 def to_env_actions(actions, act_space: gym.Space) -> np.ndarray:
     """Tensor or array actions ``(N, ...)`` -> numpy for ``env.step``; Box actions clipped to the bounds
-    (the stored, unclipped action keeps the log-prob consistent)."""
+    (the stored, unclipped action keeps the log-prob consistent); MultiDiscrete ones ``(N, K)`` shifted by the
+    space's ``start`` (the head counts from 0); MultiBinary ones ``(N, n)`` (stored as float 0/1) in the space's
+    dtype."""
     a = actions.cpu().numpy() if isinstance(actions, Tensor) else actions
     if isinstance(act_space, gym.spaces.Box):
         a = np.clip(a, act_space.low, act_space.high)
+    elif isinstance(act_space, gym.spaces.MultiDiscrete):
+        a = (a + act_space.start).astype(act_space.dtype, copy=False)
+    elif isinstance(act_space, gym.spaces.MultiBinary):
+        a = a.astype(act_space.dtype, copy=False)
     return a
 
 
@@ -199,7 +205,7 @@ class Rollout(NamedTuple):
     """
 
     obs: Tensor           # (T, N, D)
-    actions: Tensor       # (T, N) discrete or (T, N, A) continuous
+    actions: Tensor       # (T, N) discrete, (T, N, A) continuous, (T, N, K) MultiDiscrete / MultiBinary
     logp: Tensor          # (T, N) behaviour log-prob
     values: Tensor        # (T, N) V_old(s_t)
     rewards: Tensor       # (T, N)

@@ -163,6 +163,7 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     require(state, ("actor", "critic", "obs_norm"), path)
     envs = evaluation_envs(cfg.env, 0, cfg.env_kwargs)
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    raw_space = getattr(envs, "raw_observation_space", obs_space)  # a Dict the trainer saw flattened
     envs.close()
     actor, critic = build_networks(obs_space, act_space, cfg.hidden_sizes, cfg.precision == "bf16", cfg.log_std_init)
     dev = pick_device(device)
@@ -171,7 +172,7 @@ def load_agent(run_dir: Path, device: str = "cpu", env: Union[None, str, Callabl
     obs_norm = ObsNormalizer(obs_space.shape, cfg.norm_obs)
     for module, key in ((actor, "actor"), (critic, "critic"), (obs_norm, "obs_norm")):
         load_state(module, state[key], path)
-    return Agent(cfg, actor.to(dev).eval(), critic.to(dev).eval(), obs_norm, obs_space, act_space, dev)
+    return Agent(cfg, actor.to(dev).eval(), critic.to(dev).eval(), obs_norm, raw_space, act_space, dev)
 
 
 def export_run(run_dir: Path, path: Path, deterministic: bool = True, trust_env: bool = False) -> Path:
@@ -188,7 +189,8 @@ class Agent:
     """A trained single-agent policy with its observation normaliser.
 
     ``predict`` takes raw observations (as the env returns them) and returns env actions; the modules are
-    ``actor`` (``mode``/``sample``/``evaluate``), ``critic`` and ``obs_norm``; ``config`` is the resolved config."""
+    ``actor`` (``mode``/``sample``/``evaluate``), ``critic`` and ``obs_norm``; ``config`` is the resolved config.
+    ``observation_space`` is the env's own: for a Dict, the networks read ``gymnasium.spaces.flatten`` of it."""
 
     def __init__(self, config: TrainConfig, actor, critic, obs_norm, observation_space, action_space, device):
         self.config, self.actor, self.critic, self.obs_norm = config, actor, critic, obs_norm
@@ -197,16 +199,25 @@ class Agent:
     @torch.no_grad()
     def predict(self, obs, deterministic: bool = True, noise=None) -> np.ndarray:
         """Action(s) for raw observation(s): ``(D,)`` -> one action, ``(B, D)`` -> ``(B, ...)`` actions (Box actions
-        clipped to the bounds, as the env receives them).  ``noise`` (with ``deterministic=False``) draws the sample
-        from given noise, as an exported stochastic policy does (:mod:`core.run.export`): Discrete actions: uniform
-        in [0, 1), one per observation; Box actions: standard normal, the action's shape."""
+        clipped to the bounds, MultiDiscrete ones from the space's ``start``, as the env receives them).  A Dict
+        observation space takes one dict, a dict of ``(B, ...)`` entries or a list of dicts.  ``noise`` (with
+        ``deterministic=False``) draws the sample from given noise, as an exported stochastic policy does
+        (:mod:`core.run.export`): Discrete actions: uniform in [0, 1), one per observation; Box actions: standard
+        normal, the action's shape."""
+        import gymnasium as gym
+
+        from core.envs.make import flatten_observations
         from core.envs.rollout import to_env_actions
 
-        obs = np.asarray(obs)
-        single = obs.ndim == len(self.observation_space.shape)
-        batch = obs[None] if single else obs
-        if batch.shape[1:] != self.observation_space.shape:
-            raise ValueError(f"observation of shape {obs.shape} does not match the env's {self.observation_space.shape}")
+        if isinstance(self.observation_space, gym.spaces.Dict):
+            batch, single = flatten_observations(self.observation_space, obs)
+        else:
+            obs = np.asarray(obs)
+            single = obs.ndim == len(self.observation_space.shape)
+            batch = obs[None] if single else obs
+            if batch.shape[1:] != self.observation_space.shape:
+                raise ValueError(f"observation of shape {obs.shape} does not match the env's "
+                                 f"{self.observation_space.shape}")
         x = torch.as_tensor(self.obs_norm(batch), device=self.device)
         if noise is not None:
             if deterministic:
