@@ -282,6 +282,10 @@ def test_multibinary_runs_predict_and_resume(tmp_path):
     assert action.dtype == np.int8 and action.shape == (6,) and agent.action_space.contains(action)
     assert agent.predict(np.stack([obs] * 4)).shape == (4, 6)
     assert core.train(resume=r.run_dir, total_steps=2048, progress=False).summary["total_steps"] == 2048
+    pytest.importorskip("onnx")
+    with pytest.raises(ConfigError, match="cannot export a policy of Box observations and MultiBinary actions"):
+        agent.export_onnx(tmp_path / "policy.onnx")
+    assert not (tmp_path / "policy.onnx").exists()
 
 
 def _learns(env, algo, steps, random_score, margin, tmp_path):

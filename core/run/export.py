@@ -180,6 +180,11 @@ def write_model(model, path: Path) -> Path:
 def export_agent(agent, path, deterministic: bool = True) -> Path:
     """Write ``agent``'s (:class:`core.run.api.Agent`) policy to the ONNX file ``path`` (see the module docstring)."""
     path = check_output(Path(path))
+    if not (isinstance(agent.observation_space, gym.spaces.Box)
+            and isinstance(agent.action_space, (gym.spaces.Discrete, gym.spaces.Box))):
+        raise ConfigError(f"cannot export a policy of {type(agent.observation_space).__name__} observations and "
+                          f"{type(agent.action_space).__name__} actions; ONNX export covers Box observations with "
+                          "Discrete or Box actions")
     cfg = agent.config
     noise = None if deterministic else ("uniform (B,) in [0, 1)" if isinstance(agent.action_space, gym.spaces.Discrete)
                                         else "standard normal (B, A)")
