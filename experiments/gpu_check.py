@@ -126,7 +126,7 @@ def bench_dt(devices: list[str], tiny: bool) -> None:
     from dapo_dt.config import DTConfig, resolve
     from dapo_dt.model import DecisionTransformer, DTModelConfig
 
-    c = resolve(DTConfig(dataset="synthetic"))
+    c = resolve(DTConfig(dataset="synthetic", env="ALE/Pong-v5"))  # the env named: no dataset is looked up
     B, K = 2 if tiny else c.batch_size, c.context_len
     torch.set_num_threads(c.torch_threads)  # as DTTrainer does (1 by default)
     for device in devices:

@@ -22,5 +22,5 @@ def test_bad_budget_is_one_line_and_exit_2(capsys):
 @pytest.mark.slow
 def test_a_tiny_side_by_side_run_writes_its_report(tmp_path):
     out = tmp_path / "speed.md"
-    assert speed.main(["--steps", "1000", "--reps", "1", "--out", str(out)]) == 0
+    assert speed.main(["--steps", "2048", "--reps", "1", "--out", str(out)]) == 0
     assert "| 1 |" in out.read_text() and "Median ratio" in out.read_text()

@@ -187,7 +187,7 @@ def _eval(args, family: Family) -> int:
         video = {"video_dir": check_video_dir(args.video)}
     returns = side.evaluate(args.run_dir, args.episodes, args.seed, args.device, deterministic,
                             trust_env=args.trust_env, **video)
-    print(f"env seed {args.seed}: {side.eval_line(returns)}")
+    print(side.eval_line(returns))
     if video:
         print(f"videos: {args.video}{'' if str(args.video).endswith('/') else '/'}eval-episode-*")
     return 0
