@@ -329,6 +329,8 @@ def _episode_arrays(ep: dict, frames: bool, box: bool, act_space: gym.Space, lab
         a = scale_actions(actions.reshape(T, -1), act_space.low, act_space.high)
     else:
         a = actions.reshape(T).astype(np.int64)
+        if a.size and (a.min() < 0 or a.max() >= act_space.n):  # an embedding lookup would fail mid-training
+            raise ConfigError(f"dataset {label}: episode {ep.get('id')} has actions outside 0 .. {act_space.n - 1}")
     return obs.astype(np.float32), a, rewards
 
 

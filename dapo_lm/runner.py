@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
 from core.training.checkpoint import load_checkpoint, load_state, require, write_json
-from core.config.parsing import load_run_config as read_run_config, required_fields
+from core.config.parsing import load_run_config as read_run_config, read_yaml, required_fields
 from core.config.options import RunInterrupted, check_device
 from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
@@ -24,7 +25,13 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
     """The saved config (``trust_env`` is part of the family protocol; LM configs name no code to import)."""
     required = ("task", *(name for name in required_fields(LMConfig, ("run_dir", "model_dir", "micro_batch_size"))
                           if name != "env"))
-    return read_run_config(run_dir, LMConfig, required=required)
+    cfg = read_run_config(run_dir, LMConfig, required=required)
+    recorded = read_yaml(Path(run_dir) / "config.yaml")
+    if cfg.dynamic_sampling and isinstance(recorded, dict) and "group_filter" not in recorded:
+        warnings.warn(f"{run_dir} was started before the published group filter: it continues with the acc filter "
+                      "and discards surplus groups (it started with the reward-spread filter, surplus carried)",
+                      stacklevel=2)
+    return cfg
 
 
 def default_run_dir(cfg: LMConfig) -> str:

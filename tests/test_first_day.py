@@ -73,3 +73,37 @@ def test_progress_names_a_phase_and_never_reads_past_100_percent():
     first, second = out.getvalue().splitlines()
     assert "step 0/128 (0%) [warm start 10/400 supervised steps]" in first
     assert "step 384 (budget 128 reached)" in second and "%" not in second
+
+
+def test_wandb_online_without_credentials_is_refused_before_any_file(monkeypatch, tmp_path):
+    """wandb.init would wait at a prompt for an API key; the check runs in validation, before the run directory."""
+    import importlib.util
+    import types
+
+    from core.config import options
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real(name, *a))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login
+    cfg = types.SimpleNamespace(wandb=True, wandb_mode="online")
+    with pytest.raises(options.ConfigError, match="needs W&B credentials"):
+        options.check_wandb(cfg)
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    options.check_wandb(cfg)
+    options.check_wandb(types.SimpleNamespace(wandb=True, wandb_mode="offline"))
+
+
+def test_compare_names_sequence_generation_runs_instead_of_a_missing_metric(tmp_path):
+    import json
+
+    import core
+
+    runs = []
+    for seed in (1, 2):
+        d = tmp_path / f"lm{seed}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"algo": "dapo-lm", "task": "add", "heldout_accuracy": 0.5}))
+        runs.append(d)
+    with pytest.raises(core.ConfigError, match="is a sequence-generation run"):
+        core.compare(runs, by="algo")

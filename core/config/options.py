@@ -327,6 +327,22 @@ def check_wandb(c) -> None:
 
         if importlib.util.find_spec("wandb") is None:
             raise ConfigError("--wandb needs the wandb package: pip install 'dapo-toolkit[wandb]' (or pip install wandb)")
+        if c.wandb_mode == "online" and not _wandb_credentials():  # wandb.init would wait for a key at a prompt
+            raise ConfigError("--wandb-mode online needs W&B credentials (WANDB_API_KEY or 'wandb login'); or use "
+                              "--wandb-mode offline and 'wandb sync' later")
+
+
+def _wandb_credentials() -> bool:
+    """An API key in the environment or a login in ~/.netrc (where 'wandb login' writes it)."""
+    import netrc
+    import os
+
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators(os.environ.get("WANDB_BASE_URL", "api.wandb.ai").split("//")[-1]) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def check_shared(c, algos) -> None:

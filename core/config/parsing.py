@@ -265,8 +265,6 @@ def required_fields(cls: type, may_be_unset: tuple[str, ...]) -> tuple[str, ...]
     """Fields every saved config records: the env, the algorithm and every preset-filled field (default None) that
     resolution always sets (all but ``may_be_unset`` and the optional W&B names, which no recipe fills and which runs
     of earlier versions do not record)."""
-    from core.config.groups import WANDB_FIELDS
-
     unset = {*may_be_unset, *WANDB_FIELDS}
     return ("env", "algo", *(f.name for f in dataclasses.fields(cls) if f.default is None and f.name not in unset))
 

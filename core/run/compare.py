@@ -122,6 +122,9 @@ def read_run(run_dir: Any, metric: str) -> RunRecord:
         raise ConfigError(f"{summary_path} is not a JSON object")
     config = read_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else {}
     config = config if isinstance(config, dict) else {}
+    if "heldout_accuracy" in summary and metric not in summary:  # a sequence-generation run: no env, no return
+        raise ConfigError(f"{path} is a sequence-generation run (held-out accuracy, no env return); dapo compare "
+                          "compares runs of env families")
     value = summary.get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         other = next(m for m in METRICS if m != metric)

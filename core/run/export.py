@@ -185,6 +185,8 @@ def export_agent(agent, path, deterministic: bool = True) -> Path:
         raise ConfigError(f"cannot export a policy of {type(agent.observation_space).__name__} observations and "
                           f"{type(agent.action_space).__name__} actions; ONNX export covers Box observations with "
                           "Discrete or Box actions")
+    if isinstance(agent.action_space, gym.spaces.Discrete) and int(agent.action_space.start) != 0:
+        raise ConfigError(f"cannot export actions of {agent.action_space}: the graph's actions count from 0")
     cfg = agent.config
     noise = None if deterministic else ("uniform (B,) in [0, 1)" if isinstance(agent.action_space, gym.spaces.Discrete)
                                         else "standard normal (B, A)")

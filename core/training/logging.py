@@ -139,7 +139,8 @@ class WandbSink:
                                   settings=wandb.Settings(console="off"))
         except Exception as e:  # not logged in, no network, a bad project name: one line, not wandb's traceback
             hint = "; log in with 'wandb login' or use --wandb-mode offline" if online else ""
-            raise ConfigError(f"--wandb: W&B could not start a run: {type(e).__name__}: {e}{hint}") from None
+            first = (str(e).strip().splitlines() or [""])[0][:200]  # W&B's messages run over many lines
+            raise ConfigError(f"--wandb: W&B could not start a run: {type(e).__name__}: {first}{hint}") from None
         self.run.define_metric("global_step")
         self.run.define_metric("*", step_metric="global_step")
 
