@@ -21,7 +21,7 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "train": "core.run.api", "load": "core.run.api", "Agent": "core.run.api", "EvalResult": "core.run.api",
     "RunResult": "core.run.api", "compare": "core.run.compare", "Comparison": "core.run.compare",
-    "TrainConfig": "core.config.options", "ConfigError": "core.config.options", "RunInterrupted": "core.config.options",
+    "TrainConfig": "core.config.options", "ConfigError": "core.config.errors", "RunInterrupted": "core.config.errors",
     "policy_loss": "core.algo.losses", "value_loss": "core.algo.losses", "entropy_bonus": "core.algo.losses",
     "combined_objective": "core.algo.losses", "explained_variance": "core.algo.losses",
     "gae": "core.algo.advantages", "next_state_values": "core.algo.advantages", "AutoLambda": "core.algo.advantages",
@@ -47,14 +47,14 @@ __all__ = [  # the same names as _EXPORTS (tests/test_layers.py checks)
 ]
 
 if TYPE_CHECKING:  # the same names for type checkers and editors ("go to definition")
-    from core.algo.advantages import AutoLambda, gae, next_state_values
+    from core.algo.advantages import AutoLambda, explained_variance, gae, next_state_values
     from core.algo.health import NonFiniteGuard, PolicyCollapseMonitor, ValueDivergenceMonitor
     from core.algo.losses import combined_objective, entropy_bonus, policy_loss, value_loss
-    from core.algo.advantages import explained_variance
     from core.algo.sampler import (DynamicSampler, Temperature, Transitions, draws_without_replacement,
                                    effective_sample_size, sampling_probs, systematic_draws)
     from core.algo.schedules import annealed_lr, eps_v, linear, policy_lr
-    from core.config.options import ConfigError, RunInterrupted, TrainConfig
+    from core.config.errors import ConfigError, RunInterrupted
+    from core.config.options import TrainConfig
     from core.extensions import Extension, register as register_extension
     from core.run.api import Agent, EvalResult, RunResult, load, train
     from core.run.compare import Comparison, compare

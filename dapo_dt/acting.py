@@ -17,7 +17,7 @@ from torch import Tensor
 
 import gymnasium as gym
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.backends import EnvPoolBackend, make_backend
 from dapo_dt.model import DecisionTransformer
 

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from core.config.flags import OneLineParser
-from core.config.options import MAX_SEED, ConfigError
+from core.config.options import MAX_SEED
+from core.config.errors import ConfigError
 from core.run.registry import Command
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from core.algo.networks import build_networks
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.backends import EnvPoolBackend, make_backend
 from core.envs.make import check_env_id, is_atari
 from core.training.checkpoint import load_checkpoint

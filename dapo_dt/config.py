@@ -17,7 +17,8 @@ from typing import Optional
 
 from core.run import recipes
 from core.config.groups import ProgressOptions, RunOptions, WandbOptions
-from core.config.options import ConfigError, check_inactive
+from core.config.errors import ConfigError
+from core.config.options import check_inactive
 
 DT_ALGOS = ("dt", "dapo-dt", "bc", "pct-bc")
 BC_ALGOS = ("bc", "pct-bc")
@@ -238,7 +239,8 @@ def check_source(c: DTConfig) -> None:
 
 def check_shared_dt(c: DTConfig) -> None:
     """Seed, device, algorithm and finite numbers, as every family checks them."""
-    from core.config.options import MAX_SEED, check_device, check_finite, check_wandb
+    from core.config.options import MAX_SEED, check_finite
+    from core.config.limits import check_device, check_wandb
 
     if c.algo not in DT_ALGOS:
         raise ConfigError(f"unknown --algo '{c.algo}'; choose one of: {', '.join(DT_ALGOS)}")

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.run.evaluation import sample_std
 
 FRAME_SPACE = gym.spaces.Box(0, 255, (84, 84), np.uint8)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core.training.checkpoint import check_counters, load_checkpoint, require, write_json
 from core.config.parsing import load_run_config as read_run_config
-from core.config.options import ConfigError, RunInterrupted
+from core.config.errors import ConfigError, RunInterrupted
 from core.envs.make import imports_code
 from core.run.evaluation import mean_std, number
 from core.training.logging import MetricLogger, Progress

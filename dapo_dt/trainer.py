@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from core.training.checkpoint import save_checkpoint
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.run.evaluation import sample_std
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.algo.advantages import explained_variance

@@ -15,8 +15,9 @@ from typing import Literal, Optional
 
 from core.run import recipes
 from core.config.groups import ProgressOptions, RunOptions, WandbOptions
-from core.config.options import (MAX_SEED, ConfigError, check_device, check_finite, check_inactive, check_numbers,
-                                 check_wandb)
+from core.config.options import MAX_SEED, check_finite, check_inactive, check_numbers
+from core.config.errors import ConfigError
+from core.config.limits import check_device, check_wandb
 
 LM_ALGOS = ("grpo-lm", "dapo-lm")
 GROUP_FILTERS = ("acc", "std")

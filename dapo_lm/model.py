@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 
 def build_model(vocab_size: int, n_layer: int, n_head: int, n_embd: int, n_positions: int,

@@ -11,7 +11,8 @@ from typing import Optional
 
 from core.training.checkpoint import load_checkpoint, load_state, require, write_json
 from core.config.parsing import load_run_config as read_run_config, read_yaml, required_fields
-from core.config.options import RunInterrupted, check_device
+from core.config.errors import RunInterrupted
+from core.config.limits import check_device
 from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from core.training.checkpoint import save_checkpoint
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from dapo_lm.group_filter import GroupFilter
 from dapo_lm.losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
                             response_mask)

@@ -21,7 +21,7 @@ import torch
 from core.run.api import EvalResult, RunResult
 from core.run.api import train as core_train
 from core.training.checkpoint import load_checkpoint, require
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 
 def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: bool = False,

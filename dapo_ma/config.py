@@ -14,8 +14,9 @@ from core.run import recipes
 from core.config.parsing import parse_kwargs_text
 from core.config.groups import (HEALTH_FIELDS, DivergenceOptions, HealthOptions, ProgressOptions, RunOptions,
                                 SamplerOptions, WandbOptions)
-from core.config.options import (ConfigError, check_env_sizes, check_inactive, check_memory, check_minibatches,
-                                 check_numbers, check_shared)
+from core.config.errors import ConfigError
+from core.config.limits import check_env_sizes, check_memory
+from core.config.options import check_inactive, check_minibatches, check_numbers, check_shared
 
 MA_ALGOS = ("ippo", "mappo", "dapo-ma", "maddpg", "dapo-maddpg")
 OFF_POLICY_ALGOS = ("maddpg", "dapo-maddpg")

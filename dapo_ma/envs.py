@@ -16,7 +16,8 @@ import numpy as np
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from core.config.options import ConfigError, check_env_sizes, shown
+from core.config.errors import ConfigError, shown
+from core.config.limits import check_env_sizes
 from core.envs.state import capture, restore_mapping
 
 

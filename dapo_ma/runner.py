@@ -14,7 +14,7 @@ import numpy as np
 
 from core.training.checkpoint import write_json
 from core.config.parsing import load_run_config as read_run_config, required_fields
-from core.config.options import RunInterrupted
+from core.config.errors import RunInterrupted
 from core.run.evaluation import mean_std
 from core.training.logging import MetricLogger, Progress, read_metrics
 from core.training.loop import rounded_budget

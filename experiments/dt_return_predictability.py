@@ -75,7 +75,7 @@ def main(argv=None, prog=None) -> int:
     ap.add_argument("--datasets", nargs="+", required=True, help="local Minari dataset names")
     ap.add_argument("--out", default="experiments/results/dt/return_predictability", help="results folder")
     args = ap.parse_args(argv)
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
 
     rows, policy_lines = [], []
     for name in args.datasets:

@@ -89,7 +89,7 @@ def failures(statuses: Sequence[str]) -> int:
 
 def script_main(main) -> None:
     """``if __name__ == "__main__"`` of a benchmark script: one line and exit 2 for a bad input it finds late."""
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
 
     sys.path.insert(0, str(ROOT))
     try:

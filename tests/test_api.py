@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import core
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 USER_ENVS = Path(__file__).parent / "user_envs"

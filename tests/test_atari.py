@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from core.envs.backends import make_backend
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.envs.make import make_vec_env
 from core.run.evaluation import evaluate

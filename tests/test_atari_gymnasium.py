@@ -113,7 +113,7 @@ def test_seeds_set_the_no_op_starts():
 
 
 def test_auto_uses_ale_py_without_envpool_and_errors_stay_one_line(no_envpool):
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
 
     envs = make_backend("ALE/Pong-v5", 1, "auto", 0)
     assert not isinstance(envs, EnvPoolBackend) and envs.single_action_space.n == 6

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from core.envs.backends import make_backend
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.training.logging import MetricLogger
 from core.algo.networks import CategoricalActor, Critic, GaussianActor

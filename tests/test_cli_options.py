@@ -10,7 +10,8 @@ from core.run import recipes
 from core.run.cli import build_parser, explicit_from_args, main
 from core.config.fields import field_docs, first_sentence
 from core.config.parsing import parse_kwargs_text
-from core.config.options import ConfigError, TrainConfig
+from core.config.errors import ConfigError
+from core.config.options import TrainConfig
 from core.run.presets import resolve
 from core.run.registry import plugins
 

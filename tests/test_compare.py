@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.run.cli import main
 from core.run.compare import compare, iqm
 from experiments import stats

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from core.config.parsing import write_yaml_config
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.run.presets import resolve
 from core.run.rundir import load_run_config
 from core.run.runner import settings_line

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.training.logging import MetricLogger
 from core.algo.sampler import Temperature
 from dapo_ma import dapo_maddpg as dm

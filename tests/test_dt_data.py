@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from core.run.cli import main
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from dapo_dt import collect, data
 from dapo_dt.config import DTConfig, resolve
 from dapo_dt.online import CLIP_BOUNDS, adapt_clip

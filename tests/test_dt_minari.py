@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dapo_dt
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.run.cli import main
 from dapo_dt import data
 from dapo_dt.losses import weighted_mse_action_loss
@@ -236,7 +236,7 @@ def test_python_api_trains_from_a_dataset_path_resumes_and_evaluates(tmp_path, m
     assert whole.config.env == "Pendulum-v1" and whole.config.dataset_path == str(path.resolve())
     with monkeypatch.context() as m:
         _interrupt_at(m, 2)
-        from core.config.options import RunInterrupted
+        from core.config.errors import RunInterrupted
 
         with pytest.raises(RunInterrupted):
             dapo_dt.train(**opts, run_dir=str(tmp_path / "parts"))

@@ -80,18 +80,18 @@ def test_wandb_online_without_credentials_is_refused_before_any_file(monkeypatch
     import importlib.util
     import types
 
-    from core.config import options
+    from core.config import limits
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real(name, *a))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login
     cfg = types.SimpleNamespace(wandb=True, wandb_mode="online")
-    with pytest.raises(options.ConfigError, match="needs W&B credentials"):
-        options.check_wandb(cfg)
+    with pytest.raises(limits.ConfigError, match="needs W&B credentials"):
+        limits.check_wandb(cfg)
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
-    options.check_wandb(cfg)
-    options.check_wandb(types.SimpleNamespace(wandb=True, wandb_mode="offline"))
+    limits.check_wandb(cfg)
+    limits.check_wandb(types.SimpleNamespace(wandb=True, wandb_mode="offline"))
 
 
 def test_compare_names_sequence_generation_runs_instead_of_a_missing_metric(tmp_path):

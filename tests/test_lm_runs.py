@@ -206,7 +206,7 @@ def test_a_checkpoint_from_another_device_type_loads(tmp_path):
 
 
 def test_resume_refuses_options_this_family_does_not_have_in_one_line():
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
     from core.run.runner import resume_config
     from dapo_lm.config import LMConfig, resolve
 

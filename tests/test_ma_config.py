@@ -5,7 +5,7 @@ import pytest
 
 from core.config.flags import add_config_flags
 from core.config.parsing import write_yaml_config
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from dapo_ma.config import MA_ALGOS, MAConfig, parse_env_kwargs, resolve
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from core.training.checkpoint import load_checkpoint
-from core.config.options import ConfigError, RunInterrupted
+from core.config.errors import ConfigError, RunInterrupted
 from core.training.logging import MetricLogger
 from dapo_ma.config import MA_ALGOS, MAConfig, resolve
 from dapo_ma.api import evaluate_run

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from core.envs.backends import make_backend
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.make import env_family, make_env
 
 pytest.importorskip("minigrid")

@@ -105,7 +105,7 @@ def test_a_hostile_snapshot_and_first_format_tricks_are_refused(tmp_path):
     import numpy as np
 
     from core.training.checkpoint import load_checkpoint
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
     marker = tmp_path / "code_ran"
     torch.save({"version": 1, "obs_norm": {"mean": np.zeros(3)}, "evil": Payload(marker)}, tmp_path / "v1.pt")
     with pytest.raises(ConfigError, match="refused"):
@@ -268,7 +268,7 @@ def test_a_start_stopped_before_its_first_checkpoint_can_be_started_again(tiny_r
 
 def test_a_start_that_fails_after_taking_the_lock_leaves_nothing(tmp_path, monkeypatch, capsys):
     import core.run.runner
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
 
     def failing(cfg, run_dir):
         raise ConfigError("the trainer refused")
@@ -310,7 +310,7 @@ MALFORMED = {  # what decode() is given in place of an encoded array or record
 @pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed_checkpoint_data_is_refused_in_one_line(tmp_path, payload):
     from core.training.checkpoint import load_checkpoint
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
     torch.save({"version": 2, "global_step": 1, "actor": payload}, tmp_path / "c.pt")
     with pytest.raises(ConfigError, match=f"checkpoint {tmp_path / 'c.pt'} .*(refused|corrupt)") as e:
         load_checkpoint(tmp_path / "c.pt")

@@ -474,7 +474,7 @@ def test_sampler_without_replacement_selects_from_a_window_of_two_rollouts():
 
 
 def test_without_replacement_refuses_importance_correction():
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
     from core.run.presets import resolve
     with pytest.raises(ConfigError, match="without-replacement"):
         resolve(dict(env="Pendulum-v1", algo="dapo", dynamic_sampling=True, resampling="without-replacement",
@@ -521,7 +521,7 @@ def test_weighted_epoch_mean_equals_the_expectation_of_multinomial_draws():
 
 
 def test_weighted_resampling_refuses_importance_correction():
-    from core.config.options import ConfigError
+    from core.config.errors import ConfigError
     from core.run.presets import resolve
     with pytest.raises(ValueError, match="uniform minibatches"):
         _sampler([1.0, 2.0], importance_correction=True, resampling="weighted")

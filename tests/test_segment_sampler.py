@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.algo.segment_sampler import SegmentSampler, annealed_beta, segment_indices, segment_probs
 from core.algo.sampler import Transitions
 

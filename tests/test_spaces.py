@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 import core
 from core.algo.networks import BernoulliActor, CategoricalActor, MultiCategoricalActor, build_networks
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.make import env_family, flatten_observations, make_vec_env
 from core.envs.rollout import NumpyActing, to_env_actions
 

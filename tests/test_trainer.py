@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.algo import schedules
 from core.training.checkpoint import load_checkpoint
 from core.training.logging import MetricLogger

@@ -10,7 +10,7 @@ import yaml
 
 import core
 from core.run.cli import main
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 USER_ENVS = Path(__file__).parent / "user_envs"
 

@@ -13,7 +13,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from core.config.fields import unwrap_optional, field_docs, first_sentence, ordered_fields
-from core.config.options import ConfigError, flag
+from core.config.errors import ConfigError
+from core.config.options import flag
 from core.config.parsing import parse_kwargs_text
 
 

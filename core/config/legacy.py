@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 LAST_COMMIT_WITH_REMOVED_OPTIONS = "c94a516"
 # removed option -> the values that meant it was off (see experiments/results/MUJOCO.md for their ablations)

@@ -16,7 +16,7 @@ import yaml
 
 from core.config.fields import ordered_fields, unwrap_optional
 from core.config.groups import WANDB_FIELDS
-from core.config.options import ConfigError, shown
+from core.config.errors import ConfigError, shown
 
 # Fields that may change when a run is resumed; everything else defines the run.
 RESUMABLE_OVERRIDES = {"total_steps", "device", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 
 def check_env(env: str, source: str, trusted: bool, imports_code: Callable[[str], bool]) -> None:

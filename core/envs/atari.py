@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from core.envs.step import StepResult
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.make import check_env_id
 
 SIZE, STACK, FRAME_SKIP, NOOP_MAX, MAX_STEPS = 84, 4, 4, 30, 27_000  # EnvPool's Atari defaults

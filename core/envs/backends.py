@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.envs.make import is_atari, load_env_states, make_vec_env, save_env_states
 from core.envs.step import StepResult
 

@@ -13,7 +13,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from core.envs import minigrid
-from core.config.options import ConfigError, check_env_sizes
+from core.config.errors import ConfigError
+from core.config.limits import check_env_sizes
 
 
 def _ensure_registered(env_id: str) -> None:

@@ -15,7 +15,7 @@ import difflib
 
 import gymnasium as gym
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 PREFIX = "MiniGrid-"
 NAMESPACE = "dapo-minigrid"  # the flat-observation versions registered here

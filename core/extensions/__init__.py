@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Optional
 
 from core.config.parsing import coerce, parse_kwargs_text
 from core.config.fields import field_docs, first_sentence
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 OFF = ("off", "none", "false")
 

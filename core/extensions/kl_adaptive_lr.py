@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.extensions import Extension, register
 
 FACTOR, LOWEST = 1.5, 0.1

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.extensions import Extension, register
 from core.algo.schedules import linear
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.extensions import Extension, register
 from core.algo.segment_sampler import SegmentSampler
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from core.algo.proximal import PROXIMAL_WEIGHT_CAP, proximal_anchor
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.extensions import Extension, register
 
 

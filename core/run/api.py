@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from core.config.parsing import coerce_mapping, read_yaml
-from core.config.options import ConfigError, TrainConfig
+from core.config.errors import ConfigError
+from core.config.options import TrainConfig
 from core.run.registry import Family, plugins
 
 
@@ -118,8 +119,8 @@ def train(config: Union[None, dict, str, Path, Any] = None, *, resume: Optional[
     ``family`` (a family's name, e.g. "PettingZoo") picks the family when no algorithm is given (each family's own
     ``train`` passes it).  ``trust_env=True`` confirms an env that a file (a recipe, the resumed run's config.yaml)
     names and that would import code; ``env=make_env`` passed again resumes a run trained on a lambda or a local
-    function.  Raises :class:`core.config.options.ConfigError` (a one-line message) for bad options and
-    :class:`core.config.options.RunInterrupted` after Ctrl-C (the run directory can be resumed)."""
+    function.  Raises :class:`core.config.errors.ConfigError` (a one-line message) for bad options and
+    :class:`core.config.errors.RunInterrupted` after Ctrl-C (the run directory can be resumed)."""
     explicit = explicit_options(config, options)
     fam = None
     if family is not None and "algo" not in explicit:

@@ -28,7 +28,7 @@ USAGE = "usage: dapo bench {" + ",".join(BENCHMARKS) + "} [its own options]"
 # the child runs the script's main with dapo's name for it, so that its --help and errors say 'dapo bench NAME', and
 # reports a bad input found late in one line, as dapo does
 LAUNCH = """import sys
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from experiments.{script} import main
 try:
     sys.exit(main(sys.argv[1:], prog={prog!r}) or 0)

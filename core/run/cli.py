@@ -21,7 +21,9 @@ import yaml
 
 from core.training.checkpoint import disk_full_cause
 from core.config.flags import CompactHelp, OneLineParser, add_config_flags
-from core.config.options import MAX_SEED, ConfigError, RunInterrupted, check_device
+from core.config.options import MAX_SEED
+from core.config.errors import ConfigError, RunInterrupted
+from core.config.limits import check_device
 from core.run.registry import Command, Family, Plugins, plugins
 from core.run.rundir import os_error_line
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.config.parsing import read_yaml
 
 BY = ("algo", "env", "recipe")

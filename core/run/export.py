@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 OPSET = 17
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from core import extensions
 from core.run import recipes
-from core.config.options import (ALGOS, INACTIVE_WHEN, ConfigError, TrainConfig, check_inactive, flag, joint_grad_clip,
-                         validate)
+from core.config.options import ALGOS, INACTIVE_WHEN, TrainConfig, check_inactive, flag, joint_grad_clip, validate
+from core.config.errors import ConfigError
 
 # Options that act only on some env families: given explicitly elsewhere they are refused, as INACTIVE_WHEN's are.
 # name -> (the families it acts on, why)

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Protocol, Sequence, runtime_checkable
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.config.parsing import read_yaml
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Optional
 
 from core.config.legacy import translate
-from core.config.options import ConfigError, TrainConfig, shown
+from core.config.errors import ConfigError, shown
+from core.config.options import TrainConfig
 from core.config.parsing import load_run_config as read_run_config, required_fields
 from core.envs.make import imports_code
 

@@ -22,7 +22,8 @@ from core.run import recipes
 from core.training.checkpoint import (atomic_write, check_counters, load_checkpoint, load_state, remove_orphans, require,
                              write_json)
 from core.config.parsing import RESUMABLE_OVERRIDES, write_yaml_config
-from core.config.options import ConfigError, RunInterrupted, TrainConfig, policy_clip
+from core.config.errors import ConfigError, RunInterrupted
+from core.config.options import TrainConfig, policy_clip
 from core.envs.make import LOCAL_NAMESPACE, env_family, imports_code, make_env
 from core.run.evaluation import evaluate, mean_std, number
 from core.training.logging import MetricLogger, Progress

@@ -16,7 +16,7 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 PREFIX = "eval"
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 
 CHECKPOINT_VERSION = 2
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.config.groups import WandbOptions
-from core.config.options import ConfigError
+from core.config.errors import ConfigError
 from core.config.parsing import read_yaml
 from core.training.checkpoint import DISK_FULL, DiskFull, atomic_write
 

@@ -23,7 +23,8 @@ from core.envs.backends import make_backend
 from core.training.checkpoint import save_checkpoint
 from core.envs.collector import CollectorProcess, WorkerSpec
 from core.training.compile import maybe_compile
-from core.config.options import TrainConfig, check_device
+from core.config.options import TrainConfig
+from core.config.limits import check_device
 from core.training.distributed import Distributed
 from core.envs.rollout import ObsNormalizer, RewardScaler
 from core.algo.schedules import ClipSchedule
@@ -42,7 +43,7 @@ HEALTH_MESSAGES = Messages("recent mean far below best {best:.1f}", "value loss 
 
 
 def pick_device(name: str) -> torch.device:
-    """``--device`` (auto, cpu, cuda or cuda:N; checked by :func:`core.config.options.check_device`) -> the device."""
+    """``--device`` (auto, cpu, cuda or cuda:N; checked by :func:`core.config.limits.check_device`) -> the device."""
     check_device(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from core.config.parsing import coerce_mapping, read_yaml
-from core.config.options import ConfigError, shown
+from core.config.errors import ConfigError, shown
 
 HERE = Path(__file__).parent
 RESERVED = ("description", "base")
