@@ -27,10 +27,12 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> DTConfig:
 
 
 def summary_line(s: dict) -> str:
+    human = s.get("human_normalised")  # Atari only: flat-state envs have no human reference score
+    human = f"; human-normalised {number(human, '.3f')}" if human is not None and human == human else ""
     return (f"{s['algo']} on {s['env']} ({s['dataset']}, {s['dataset_steps']} steps): {s['grad_steps']} gradient "
             f"steps, {s['online_env_steps']} online env steps in {s['wall_time_s']:.0f}s; eval "
-            f"{number(s['eval_return_mean'])} +- {number(s['eval_return_std'])} (sample std; human-normalised "
-            f"{number(s['human_normalised'], '.3f')}); outputs in {s['run_dir']}")
+            f"{number(s['eval_return_mean'])} +- {number(s['eval_return_std'])} (sample std{human}); outputs in "
+            f"{s['run_dir']}")
 
 
 def run_experiment(cfg: DTConfig, resume: bool = False) -> dict:

@@ -52,7 +52,7 @@ class MetricLogger:
             with self._tb_errors():
                 self.tb = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=purge)
             _quiet_writer_threads()
-        self.wandb = WandbSink(Path(run_dir), wandb, resumed=resume_step is not None) if wandb and wandb.wandb else None
+        self.wandb = WandbSink(Path(run_dir), wandb) if wandb and wandb.wandb else None
 
     def _rewrite(self, rows: list[dict]) -> None:
         def write(f):
@@ -124,7 +124,7 @@ class WandbSink:
     resumed run continues the same W&B run (its id is derived from the run directory's path) where W&B can
     (online)."""
 
-    def __init__(self, run_dir: Path, options: WandbOptions, resumed: bool = False):
+    def __init__(self, run_dir: Path, options: WandbOptions):
         import wandb
 
         config_path = run_dir / "config.yaml"
