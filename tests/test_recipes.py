@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.config.groups import WANDB_FIELDS
 from core.run import recipes
 from core.config.parsing import coerce_mapping
 from core.config.options import TrainConfig
@@ -16,9 +17,9 @@ from core.run.presets import resolve
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
 MUJOCO = ROOT / "experiments" / "recipes" / "mujoco"
-# Fields that do not change what a run trains (where it writes, how often it checkpoints or reports)
+# Fields that do not change what a run trains (where it writes or logs, how often it checkpoints or reports)
 RUNTIME = {"env", "seed", "total_steps", "run_dir", "progress", "progress_every_s", "tensorboard", "checkpoint_every_s",
-           "recipe"}
+           "recipe", *WANDB_FIELDS}
 RECORDS = sorted(RESULTS.rglob("variants.yaml"))
 
 
