@@ -123,4 +123,6 @@ def main(argv=None, prog=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from experiments.sweep import script_main
+
+    script_main(main)

@@ -1,6 +1,7 @@
 """Resumable sweeps of ``dapo run`` subprocesses, shared by the benchmark scripts."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -87,13 +88,21 @@ def failures(statuses: Sequence[str]) -> int:
     return 1 if failed else 0
 
 
+PROG_VARIABLE = "DAPO_BENCH_PROG"  # set by 'dapo bench NAME' (core/run/bench.py): the name --help and errors use
+
+
 def script_main(main) -> None:
-    """``if __name__ == "__main__"`` of a benchmark script: one line and exit 2 for a bad input it finds late."""
+    """``if __name__ == "__main__"`` of a benchmark script: one line and exit 2 for a bad input it finds late, exit
+    130 on Ctrl-C (the last checkpoint stays); named as ``dapo bench`` names it when it started the script."""
     from core.config.errors import ConfigError
 
     sys.path.insert(0, str(ROOT))
+    prog = os.environ.get(PROG_VARIABLE)
     try:
-        sys.exit(main() or 0)
+        sys.exit(main(prog=prog) or 0)
     except ConfigError as e:
-        print(f"{Path(sys.argv[0]).name}: error: {e}", file=sys.stderr)
+        print(f"{prog or Path(sys.argv[0]).name}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
+        sys.exit(130)

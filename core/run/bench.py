@@ -25,20 +25,8 @@ BENCHMARKS = {  # dapo bench NAME -> the script it runs (the same flags, the sam
     "lm": "lm_benchmark",
 }
 USAGE = "usage: dapo bench {" + ",".join(BENCHMARKS) + "} [its own options]"
-# the child runs the script's main with dapo's name for it, so that its --help and errors say 'dapo bench NAME', and
-# reports a bad input found late in one line, as dapo does
-LAUNCH = """import sys
-from core.config.errors import ConfigError
-from experiments.{script} import main
-try:
-    sys.exit(main(sys.argv[1:], prog={prog!r}) or 0)
-except ConfigError as e:
-    print(f"dapo bench: error: {{e}}", file=sys.stderr)
-    sys.exit(2)
-except KeyboardInterrupt:
-    print("interrupted; the last checkpoint (if any) is intact", file=sys.stderr)
-    sys.exit(130)
-"""
+PROG_VARIABLE = "DAPO_BENCH_PROG"  # the script's --help and errors say 'dapo bench NAME' (experiments/sweep.py)
+
 
 def checkout_root() -> Optional[Path]:
     """The source checkout this ``core`` lives in (the folder holding core/ and experiments/), or None."""
@@ -75,8 +63,9 @@ def bench(argv: Sequence[str]) -> int:
               f"this dapo is installed from {Path(__file__).resolve().parents[2]} without one: clone the repository "
               "and run dapo bench there", file=sys.stderr)
         return 2
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    cmd = [sys.executable, "-c", LAUNCH.format(script=script, prog=f"dapo bench {argv[0]}"), *argv[1:]]
+    env = {**os.environ, PROG_VARIABLE: f"dapo bench {argv[0]}",
+           "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    cmd = [sys.executable, "-m", f"experiments.{script}", *argv[1:]]
     sys.stdout.flush()
     sys.stderr.flush()
     captured = not (_has_fd(sys.stdout) and _has_fd(sys.stderr))  # pytest's capsys: pass the text on
