@@ -1,5 +1,6 @@
 """Aggregate statistics for benchmark tables (Agarwal et al. 2021, "Deep RL at the Edge of the
-Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals; plus the
+Statistical Precipice"): interquartile mean and stratified-bootstrap confidence intervals (the estimators of
+``dapo compare``, core/run/compare.py); plus the
 held-out skill of a lookup-table predictor (how predictable a target is from a key).  Every spread the
 reports print is a sample std (ddof=1, :func:`core.run.evaluation.sample_std`), labelled so."""
 from __future__ import annotations
@@ -8,15 +9,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from core.run.compare import bootstrap_indices, iqm, percentile_ci
 from core.run.evaluation import sample_std
-
-
-def iqm(x: Sequence[float]) -> float:
-    """Interquartile mean: the mean of the middle 50% of the values (25% trimmed from each end,
-    as ``scipy.stats.trim_mean(x, 0.25)``; with fewer than 4 values nothing is trimmed)."""
-    v = np.sort(np.asarray(x, dtype=float))
-    cut = int(0.25 * len(v))
-    return float(v[cut:len(v) - cut].mean())
 
 
 def mean_pm_std(x: Sequence[float], digits: int = 0) -> str:
@@ -30,13 +24,12 @@ def mean_pm_std(x: Sequence[float], digits: int = 0) -> str:
 def stratified_bootstrap_ci(scores: Mapping[str, Sequence[float]], statistic: Callable = iqm,
                             reps: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
     """Percentile CI of ``statistic`` over all scores, resampling runs with replacement *within*
-    each task (stratum) so every resample keeps the per-task run counts."""
-    rng = np.random.default_rng(seed)
+    each task (stratum) so every resample keeps the per-task run counts (the resamples of
+    :func:`core.run.compare.bootstrap_indices`, which ``dapo compare`` draws too)."""
     strata = [np.asarray(v, dtype=float) for v in scores.values()]
-    stats = np.empty(reps)
-    for r in range(reps):
-        stats[r] = statistic(np.concatenate([s[rng.integers(0, len(s), len(s))] for s in strata]))
-    return float(np.quantile(stats, alpha / 2)), float(np.quantile(stats, 1 - alpha / 2))
+    stats = np.array([statistic(np.concatenate([s[i] for s, i in zip(strata, idx)]))
+                      for idx in bootstrap_indices([len(s) for s in strata], reps, seed)])
+    return percentile_ci(stats, alpha)
 
 
 def steps_to_threshold(steps: Sequence[float], values: Sequence[float], threshold: float) -> float:
