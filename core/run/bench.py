@@ -1,9 +1,10 @@
 """``dapo bench NAME ...``: run a benchmark script of experiments/ in a source checkout.
 
 experiments/ is not installed (it is the repository's benchmark code, not a library), and ``core`` imports nothing
-above it: the script runs as ``python -m experiments.SCRIPT`` in a child process, with the checkout that holds this
-``core`` first on its ``PYTHONPATH`` and the caller's working directory kept (relative paths in its flags mean what
-they say).  An installed ``core`` without a checkout says so in one line (exit 2).
+above it: the script file runs in a child process (``python experiments/SCRIPT.py``), with the checkout that holds
+this ``core`` first on its ``PYTHONPATH`` (so its own imports of ``experiments`` resolve) and the caller's working
+directory kept (relative paths in its flags mean what they say). An installed ``core`` without a checkout says so in
+one line (exit 2).
 """
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def bench(argv: Sequence[str]) -> int:
         return 2
     env = {**os.environ, PROG_VARIABLE: f"dapo bench {argv[0]}",
            "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    cmd = [sys.executable, "-m", f"experiments.{script}", *argv[1:]]
+    cmd = [sys.executable, str(root / "experiments" / f"{script}.py"), *argv[1:]]  # a script file, not an import
     sys.stdout.flush()
     sys.stderr.flush()
     captured = not (_has_fd(sys.stdout) and _has_fd(sys.stderr))  # pytest's capsys: pass the text on
