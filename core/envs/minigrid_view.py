@@ -1,0 +1,107 @@
+"""MiniGrid's egocentric one-hot view, computed straight from the grid: the same array, about 5x less time.
+
+MiniGrid builds each observation from Python objects: it slices a 7x7 ``Grid`` out of the world (a new ``Wall``
+object for every cell outside it), rotates it one to four times (49 ``get``/``set`` calls each), propagates
+visibility, encodes it, and ``OneHotPartialObsWrapper`` one-hot encodes it in a double loop.  On DoorKey-5x5 that
+was about 80% of a PPO iteration's env-stepping time.  ``OneHotView`` reads the same state (``agent_pos``,
+``agent_dir``, ``grid``, ``carrying``) once per step: the view's world coordinates come from a table per direction,
+the visibility pass runs on a 7x7 list of booleans, and the one-hot is one fancy-indexed assignment.
+``tests/test_minigrid_view.py`` checks that it equals MiniGrid's own pipeline on every step of random episodes of
+several tasks; the env's dynamics are untouched (only ``gen_obs`` is replaced, on this env instance).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import gymnasium as gym
+import numpy as np
+
+EMPTY, WALL_OUTSIDE = (1, 0, 0), (2, 5, 0)  # MiniGrid's codes: "empty" cell; a grey wall beyond the border
+N_TYPES, N_COLORS, N_STATES = 11, 6, 3  # len(OBJECT_TO_IDX), len(COLOR_TO_IDX), len(STATE_TO_IDX)
+
+
+@lru_cache(maxsize=None)
+def view_offsets(size: int, direction: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dx, dy), each ``(size, size)``: view cell (i, j) shows world cell (top_x + dx[i, j], top_y + dy[i, j]).
+
+    MiniGrid slices the square at (top_x, top_y) and then rotates it left ``direction + 1`` times
+    (``Grid.rotate_left``: new[j, w - 1 - i] = old[i, j]); the same moves on an array of slice coordinates give the
+    table.
+    """
+    dx, dy = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")  # [x, y] as MiniGrid indexes grids
+    for _ in range(direction + 1):
+        w = dx.shape[0]
+        new_dx, new_dy = np.empty_like(dx), np.empty_like(dy)
+        for i in range(w):
+            for j in range(dx.shape[1]):
+                new_dx[j, w - 1 - i], new_dy[j, w - 1 - i] = dx[i, j], dy[i, j]
+        dx, dy = new_dx, new_dy
+    return dx, dy
+
+
+def visible(see_behind: list[list[bool]], size: int) -> list[list[bool]]:
+    """MiniGrid's ``Grid.process_vis`` on a ``[i][j]`` table of "can see past this cell"; the agent at the bottom
+    middle (size // 2, size - 1).  Row by row from the agent outwards, light spreads right, then left, and one row up."""
+    mask = [[False] * size for _ in range(size)]
+    mask[size // 2][size - 1] = True
+    for j in reversed(range(size)):
+        for i in range(size - 1):
+            if mask[i][j] and see_behind[i][j]:
+                mask[i + 1][j] = True
+                if j > 0:
+                    mask[i + 1][j - 1] = mask[i][j - 1] = True
+        for i in reversed(range(1, size)):
+            if mask[i][j] and see_behind[i][j]:
+                mask[i - 1][j] = True
+                if j > 0:
+                    mask[i - 1][j - 1] = mask[i][j - 1] = True
+    return mask
+
+
+def encoded_view(env) -> np.ndarray:
+    """``(size, size, 3)`` uint8, equal to ``env.gen_obs()["image"]`` of MiniGrid's ``MiniGridEnv`` ``env``."""
+    size = env.agent_view_size
+    top_x, top_y, _, _ = env.get_view_exts()
+    dx, dy = view_offsets(size, env.agent_dir)
+    grid = env.grid
+    codes = [[WALL_OUTSIDE] * size for _ in range(size)]
+    see = [[False] * size for _ in range(size)]
+    for i in range(size):
+        for j in range(size):
+            x, y = top_x + int(dx[i, j]), top_y + int(dy[i, j])
+            if 0 <= x < grid.width and 0 <= y < grid.height:
+                cell = grid.grid[y * grid.width + x]
+                codes[i][j], see[i][j] = (EMPTY, True) if cell is None else (cell.encode(), cell.see_behind())
+    mask = [[True] * size for _ in range(size)] if env.see_through_walls else visible(see, size)
+    codes[size // 2][size - 1] = env.carrying.encode() if env.carrying else EMPTY  # the agent sees what it holds
+    image = np.array(codes, dtype=np.uint8)
+    image[~np.array(mask)] = 0  # unseen
+    return image
+
+
+def one_hot(image: np.ndarray) -> np.ndarray:
+    """``(w, h, 3)`` codes -> ``(w, h, 20)`` uint8: type, colour and state slots, as ``OneHotPartialObsWrapper``."""
+    out = np.zeros(image.shape[:2] + (N_TYPES + N_COLORS + N_STATES,), dtype=np.uint8)
+    i, j = np.indices(image.shape[:2])
+    out[i, j, image[..., 0]] = 1
+    out[i, j, N_TYPES + image[..., 1]] = 1
+    out[i, j, N_TYPES + N_COLORS + image[..., 2]] = 1
+    return out
+
+
+class OneHotView(gym.ObservationWrapper):
+    """Flat ``(size * size * 20,)`` uint8 one-hot egocentric view of a MiniGrid env, computed by ``encoded_view``.
+
+    The base env's ``gen_obs`` (called inside its ``step`` and ``reset``) is replaced on this instance by one that
+    returns ``{"image", "direction", "mission"}`` as MiniGrid's does, so MiniGrid's slow view is never built.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        base = env.unwrapped
+        base.gen_obs = lambda: {"image": encoded_view(base), "direction": base.agent_dir, "mission": base.mission}
+        size = base.agent_view_size
+        self.observation_space = gym.spaces.Box(0, 255, (size * size * (N_TYPES + N_COLORS + N_STATES),), np.uint8)  # as before
+
+    def observation(self, obs):
+        return one_hot(obs["image"]).reshape(-1)
