@@ -90,6 +90,16 @@ def test_throughput_benchmark_tiny(tmp_path):
     assert "(a) Equal hyper-parameters" in report and "(d) DAPO's per-iteration overhead" in report
 
 
+
+@pytest.mark.slow
+def test_minigrid_throughput_benchmark_tiny(tmp_path):
+    cmd = [sys.executable, "-m", "experiments.bench_minigrid", "--total-steps", "2048", "--repeats", "1",
+           "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = (tmp_path / "results.md").read_text()
+    assert "SB3 PPO, our view" in report and "target >= 3.0x" in report and "MiniGrid target" in proc.stdout
+
 def _fake_run(runs: Path, env: str, variant: str, seed: int, final: float, steps: int = 1000) -> None:
     """A finished run directory as ``dapo run`` leaves it: summary.json and metrics.csv."""
     import json
