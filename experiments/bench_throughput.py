@@ -39,7 +39,7 @@ def _peak_rss_mb() -> float:
 
 def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: int, overlap: bool = False,
               compile: bool = False, numpy_acting: bool = True, backend: str = "sync",
-              numpy_update: bool = True) -> dict:
+              numpy_update: bool = True, pinned: bool = False) -> dict:
     from core.training.logging import MetricLogger, read_metrics
     from core.run.runner import resolve_for_env
     from core.training.trainer import Trainer
@@ -55,6 +55,10 @@ def work_ours(algo: str, num_envs: int, total_steps: int, seed: int, threads: in
         cfg = resolve_for_env(options)
         t0 = time.perf_counter()
         trainer = Trainer(cfg, Path(run_dir))
+        if pinned:  # process placement (issue #59): the learner on the first core, the collector process on the last
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, cores[:-1])
+            os.sched_setaffinity(trainer.rollouts.collector.process.pid, cores[-1:])
         init = time.perf_counter() - t0  # envs, networks, collector worker, optimiser (see the report)
         trainer.train(MetricLogger(Path(run_dir), tensorboard=False))
         wall = time.perf_counter() - t0
@@ -151,6 +155,8 @@ def plan(parts: str, total: int, many_envs: int, threads: int, seed: int,
                                                                          numpy_update=False)),
                  ("b", f"ours ppo x{many_envs} envs +overlap", dict(kind="ours", algo="ppo", num_envs=many_envs,
                                                                     overlap=True)),
+                 ("b", f"ours ppo x{many_envs} envs +overlap pinned", dict(kind="ours", algo="ppo", num_envs=many_envs,
+                                                                           overlap=True, pinned=True)),
                  ("b", f"ours dapo x{many_envs} envs +overlap", dict(kind="ours", algo="dapo", num_envs=many_envs,
                                                                      overlap=True)),
                  ("b", f"ours ppo x{many_envs} envs +compile", dict(kind="ours", algo="ppo", num_envs=many_envs,

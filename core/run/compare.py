@@ -5,7 +5,9 @@ percentile 95% CI from a stratified bootstrap (runs resampled with replacement w
 keeps the per-env run counts), and a performance profile (the share of runs scoring above tau, averaged over envs)
 with the same bootstrap's pointwise 95% band (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical
 Precipice").  The estimators are rliable's; they are computed here in NumPy (rliable needs arch, statsmodels, pandas
-and seaborn), and the mean, IQM and CI agree to float precision with ``experiments/stats.py`` given the same seed.
+and seaborn): point estimates and profiles equal rliable's, its bootstrap CIs agree within resampling noise
+(``tests/test_compare.py``), and the mean, IQM and CI agree to float precision with ``experiments/stats.py`` given
+the same seed.
 
 Scores of different envs are never pooled raw: without ``norm`` every env gets its own table; with ``norm`` (a
 ``(min, max)`` per env, e.g. random and expert returns) the scores become ``(x - min) / (max - min)`` and each group
