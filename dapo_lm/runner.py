@@ -18,6 +18,7 @@ from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
 from core.run.runner import budget_line, run_started, train_interruptibly
 from dapo_lm.config import LMConfig, check_reward_trust, complete
+from dapo_lm.rewards import RewardError
 
 CHECKPOINT_KEYS = ("global_step", "warm_step", "model", "optimizer", "rng")
 
@@ -103,7 +104,11 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> di
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     last = trainer.evals[-1] if trainer.evals else {}
-    final = last if last.get("step") == trainer.global_step else trainer.evaluate()  # no second pass of the same
+    try:
+        final = last if last.get("step") == trainer.global_step else trainer.evaluate()  # no second pass of the same
+    except RewardError as e:
+        raise RewardError(f"{e}; the run stopped at {trainer.global_step} answers with a checkpoint, before its final "
+                          f"evaluation: fix the reward, then dapo run --resume {run_dir} --trust-env") from e
     warm = trainer.warm_start_eval
     summary = {
         "task": data_name(cfg), "algo": cfg.algo, "seed": cfg.seed, "recipe": list(cfg.recipe),

@@ -44,13 +44,16 @@ class CharTokenizer:
         return f"the character tokenizer ({self.vocab_size} ids)"
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text up to the first EOS; PAD and BOS are skipped."""
+        """Text up to the first EOS; PAD and BOS are skipped; an id beyond the vocabulary (a --model-dir's larger
+        one) is U+FFFD, which no verifier accepts."""
         out = []
         for i in ids:
             i = int(i)
             if i == self.eos_id:
                 break
-            if i >= len(SPECIALS):
+            if i >= self.vocab_size:
+                out.append("\ufffd")
+            elif i >= len(SPECIALS):
                 out.append(self.alphabet[i - len(SPECIALS)])
         return "".join(out)
 

@@ -200,11 +200,12 @@ class LMTrainer:
         if fill.groups:
             metrics.update(self.update(fill.groups))
         upd_s = time.perf_counter() - t1
-        events = self.health.check(metrics.get("train/entropy", math.nan), metrics["rollout/length_mean"], zero_var,
-                                   metrics.get("train/clip_low", 0.0), metrics.get("train/clip_high", 0.0))
-        for name in events:
+        stats = (metrics.get("train/entropy", math.nan), metrics["rollout/length_mean"], zero_var,
+                 metrics.get("train/clip_low", 0.0), metrics.get("train/clip_high", 0.0))
+        for name in self.health.check(*stats):
             self.health_counts[name] += 1
-            self.health_events.append({"step": self.global_step, "event": name})
+            self.health_events.append({"step": self.global_step, "event": name,
+                                       "detail": self.health.detail(name, *stats)})
         metrics.update({f"health/{k}": v for k, v in self.health_counts.items()})
         eval_s = 0.0
         before = self.global_step - len(made) * c.group_size
@@ -348,7 +349,7 @@ class LMTrainer:
                           "log-probabilities; discarded (their ratio could not be corrected)", stacklevel=2)
         self.health.load_state_dict(s["health"])
         self.health_counts.update(s["health_counts"])
-        self.health_events = list(s["health_events"])
+        self.health_events = [{"detail": "", **e} for e in s["health_events"]]  # no detail before it was recorded
         self.recent.extend(s["recent"])
 
     def save(self) -> None:

@@ -158,3 +158,28 @@ def test_rewards_take_weights_named_arguments_and_columns(made, reward_path):
     assert total.tolist() == pytest.approx([1.0 + 0.4, 0.0 + 0.6]) and correct.tolist() == [True, False]
     file_reward = Reward.load([f"{made / (data.REWARD_MODULE + '.py')}:short"])
     assert file_reward.score(["a"], ["abcd"], [False])[0].tolist() == pytest.approx([-0.4])
+
+
+def test_the_character_tokenizer_decodes_ids_beyond_its_vocabulary_as_wrong_text():
+    """A --model-dir with a larger vocabulary can sample ids the character tokenizer lacks: never a crash, and never
+    a verified answer."""
+    from dapo_lm.tasks import TASKS
+    from dapo_lm.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    text = tok.decode([*tok.encode(">15"), tok.vocab_size + 3])
+    assert text == ">15\ufffd" and not TASKS["add"].verify("12+3=", text)
+
+
+def test_lm_health_events_carry_the_detail_the_console_prints(tmp_path, monkeypatch):
+    from core.algo.health import event_lines
+    from dapo_lm.config import resolve
+    from dapo_lm.trainer import LMTrainer
+
+    cfg = resolve({"algo": "grpo-lm", "n_layer": 1, "n_head": 2, "n_embd": 16, "warm_start_steps": 0,
+                   "prompts_per_batch": 1, "group_size": 2, "num_minibatches": 1, "eval_problems": 2,
+                   "eval_samples": 0, "device": "cpu"})
+    trainer = LMTrainer(cfg, tmp_path)
+    monkeypatch.setattr(trainer.health, "check", lambda *stats: ["length_drift"])
+    trainer.rl_iterate()
+    assert "length_drift at step 2 (mean answer length" in event_lines(trainer.health_events)[0]
