@@ -42,17 +42,23 @@ def _prompts_option(value: Any, flag: str) -> Any:
     raise ConfigError(f"{flag} must be a file path or a list of dicts, got {type(value).__name__}")
 
 
-def _reward_option(value: Any) -> Optional[tuple]:
-    """``--reward`` strings for a string, a callable, a ``(callable or string, weight)`` pair, or a list of those."""
-    from dapo_lm.rewards import reference
+def _reward_option(value: Any, saved: Sequence[str] = ()) -> Optional[tuple]:
+    """``--reward`` strings for a string, a callable, a ``(callable or string, weight)`` pair, or a list of those;
+    a callable at the place of a process-local reward of ``saved`` (the run's own) takes that name again."""
+    from dapo_lm.rewards import LOCAL, LOCAL_REWARDS, reference, split_spec
 
     if value is None:
         return None
-    items = [value] if isinstance(value, str) or callable(value) else list(value)
+    pair = isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], (int, float))
+    items = [value] if isinstance(value, str) or callable(value) or pair else list(value)
     out = []
-    for item in items:
+    for k, item in enumerate(items):
         fn, weight = item if isinstance(item, tuple) and len(item) == 2 else (item, None)
-        if callable(fn):
+        old = split_spec(saved[k])[0] if k < len(saved) and len(saved) == len(items) else ""
+        if callable(fn) and old.startswith(LOCAL):  # the run's reward given again (maybe redefined): its name
+            LOCAL_REWARDS[old] = fn
+            fn = old
+        elif callable(fn):
             fn = reference(fn)
         if not isinstance(fn, str):
             raise ConfigError(f"reward must be 'module:function', a callable or a list of them, got {fn!r}"[:200])
@@ -83,14 +89,17 @@ def train(config=None, *, resume: Optional[Union[str, Path]] = None, trust_env: 
     """Train one run of this family (default algorithm: dapo-lm, unless options or a recipe name another); see
     :func:`core.run.api.train`.  ``model``, ``tokenizer``, ``prompts``, ``eval_prompts`` and ``reward``: see the module
     docstring.  To resume a run of Python objects, pass the same ones again (they confirm its saved rewards)."""
-    given = {"prompts": _prompts_option(prompts, "prompts"),
-             "eval_prompts": _prompts_option(eval_prompts, "eval_prompts"), "reward": _reward_option(reward),
-             **_model_options(model, tokenizer)}
-    given = {k: v for k, v in given.items() if v is not None}
-    if resume is not None and given:  # given again: they must be the run's own (and confirm its rewards)
+    saved = None
+    if resume is not None and any(v is not None for v in (model, tokenizer, prompts, eval_prompts, reward)):
         from dapo_lm.runner import load_run_config
 
         saved = load_run_config(Path(resume), trust_env=True)
+    given = {"prompts": _prompts_option(prompts, "prompts"),
+             "eval_prompts": _prompts_option(eval_prompts, "eval_prompts"),
+             "reward": _reward_option(reward, saved.reward if saved is not None else ()),
+             **_model_options(model, tokenizer)}
+    given = {k: v for k, v in given.items() if v is not None}
+    if saved is not None:  # given again: they must be the run's own (and confirm its rewards)
         changed = sorted(k for k, v in given.items() if getattr(saved, k) != v)
         if changed:
             raise ConfigError(f"{changed[0]} cannot change when resuming; pass the run's own (or leave it out)")
@@ -105,8 +114,12 @@ def load(run_dir: Union[str, Path], device: str = "cpu", env=None, trust_env: bo
     where they live in no file (a lambda, a list of dicts); ``trust_env`` confirms a --reward its config.yaml names."""
     from dapo_lm.runner import load_trainer
 
+    from dapo_lm.runner import load_run_config
+
     _prompts_option(prompts, "prompts")
-    trust_env = trust_env or _reward_option(reward) is not None
+    if reward is not None:
+        _reward_option(reward, load_run_config(Path(run_dir), trust_env=True).reward)
+        trust_env = True
     return LMAgent(load_trainer(Path(run_dir), device, trust_env))
 
 

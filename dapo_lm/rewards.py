@@ -84,7 +84,11 @@ def reference(fn: Callable) -> str:
                 return f"{module}:{qualname}"
         except Exception:  # noqa: BLE001 - not importable by name: a process-local reward
             pass
-    name = LOCAL + re.sub(r"[^\w.-]", "_", qualname)
+    base = name = LOCAL + re.sub(r"[^\w.-]", "_", qualname)
+    k = 1
+    while LOCAL_REWARDS.get(name, fn) is not fn:  # another callable of that name (two lambdas): numbered
+        k += 1
+        name = f"{base}-{k}"
     LOCAL_REWARDS[name] = fn
     return name
 

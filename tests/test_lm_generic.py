@@ -87,7 +87,11 @@ def test_python_api_with_a_fresh_llama_prompts_as_dicts_and_a_callable_reward(tm
     prompt_ids = agent.tokenizer.encode_prompt("12=")
     assert agent.tokenizer.tok.decode(prompt_ids) == "Q:12=A:"  # the chat template, with the generation prompt
     assert len(agent.evaluate().returns) == 5 and isinstance(agent.answer("7="), str)
-    again = dapo_lm.train(resume=r.run_dir, total_steps=16, reward=reward, prompts=rows, eval_prompts=heldout)
+    from dapo_lm.rewards import LOCAL_REWARDS
+
+    LOCAL_REWARDS.clear()  # as in a new process: the function given again (redefined) takes the run's name
+    again = dapo_lm.train(resume=r.run_dir, total_steps=16, reward=lambda **kw: reward(**kw), prompts=rows,
+                          eval_prompts=heldout)
     assert again.summary["answers_generated"] == 16
     from core.config.errors import ConfigError
 
