@@ -45,7 +45,7 @@ def gpu_check_rows(device: str, tiny: bool) -> Iterator[dict]:
 
         n = 8 if tiny else 128
         rng = np.random.default_rng(0)
-        ids, mask = left_pad([trainer.tok.encode(trainer.task.sample(rng).prompt, bos=True) for _ in range(n)],
+        ids, mask = left_pad([trainer.tok.encode_prompt(p.prompt) for p in trainer.source.draw(rng, n)],
                              trainer.tok.pad_id, trainer.device)
         model = trainer.model.eval()
         with torch.no_grad(), autocast(trainer.device):

@@ -45,8 +45,17 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
 
     # --- model
     model_dir: Optional[str] = None
-    """A local directory with a causal LM (save_pretrained) to start from instead of a fresh GPT-2. Its vocabulary
-    must cover the character tokenizer's 23 ids; nothing is downloaded."""
+    """A local causal-LM directory (save_pretrained) to start from, with its own tokenizer if it holds one. Its
+    embeddings must cover the tokenizer's ids; nothing is downloaded."""
+    model_config: Optional[str] = None
+    """An architecture config.json (GPT-2, Llama, ...) for a fresh model. Instead of the default GPT-2; its weights
+    drawn from the seed; a folder holding a config.json works too."""
+    tokenizer_dir: Optional[str] = None
+    """A local tokenizer directory (default: the --model-dir's, else the character tokenizer). Saved by
+    save_pretrained; the character tokenizer is the built-in tasks' (23 ids)."""
+    chat_template: bool = False
+    """Encode prompts through the tokenizer's chat template. Each prompt as one user message, with the generation
+    prompt; refused if the tokenizer has no template."""
     n_layer: int = 4
     """GPT-2 blocks of a fresh model."""
     n_head: int = 4
@@ -54,10 +63,32 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     n_embd: int = 128
     """Width of a fresh model (128 x 4 blocks: 0.8M parameters)."""
 
+    # --- prompts and reward
+    prompts: Optional[str] = None
+    """Your prompts (.jsonl, .csv, .parquet or a saved datasets folder) instead of a built-in task. Its other columns
+    go to the reward (needs --reward); Parquet needs pyarrow, a datasets folder datasets."""
+    prompt_column: str = "prompt"
+    """The column of --prompts holding the prompt text."""
+    eval_prompts: Optional[str] = None
+    """Held-out prompts, a file like --prompts (default: the --heldout-share of --prompts)."""
+    heldout_share: float = 0.1
+    """Share of --prompts held out for evaluation, by a stable hash of the prompt. The prompts whose CRC-32 is in the
+    lowest share of its range: the same rows on every run and machine."""
+    reward: tuple[str, ...] = ()
+    """Rewards module:function[=weight] (TRL's reward_funcs shape), summed with their weights. Each is called as
+    fn(prompts=, completions=, **columns) -> list of floats; path/file.py:function works too (default: the task's
+    verifier)."""
+    correct_reward: Optional[str] = None
+    """The --reward that decides correctness (group filter, accuracy); default the first. Named by its
+    module:function or its function name."""
+    correct_threshold: float = 1.0
+    """An answer is correct when that reward is at least this (and it is not truncated). The reward's own value,
+    unweighted."""
+
     # --- warm start
     warm_start_steps: int = 400
     """Supervised steps on generated worked answers before RL (0: none, e.g. with --model-dir). 400 leave the
-    default task at about 0.4 held-out accuracy: room for RL to show."""
+    default task at about 0.4 held-out accuracy: room for RL to show. Built-in tasks only (--prompts: 0)."""
     warm_start_batch: int = 64
     """Worked examples per supervised step."""
     warm_start_lr: float = 3e-3
@@ -71,7 +102,8 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     temperature: float = 1.0
     """Sampling temperature of the RL answers."""
     max_new_tokens: Optional[int] = None
-    """Response limit L_max in tokens, EOS included (default: the task's; longer answers are truncated)."""
+    """Response limit L_max in tokens, EOS included (default: the task's; longer answers are truncated). With
+    --prompts the default is 128."""
 
     # --- optimisation
     lr: float = 1e-4
@@ -101,7 +133,8 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     """Soft overlong punishment: a reward penalty rising linearly to -1 over the buffer before L_max (preset:
     dapo-lm)."""
     overlong_buffer: Optional[int] = None
-    """Tokens before L_max over which the soft penalty rises (default: the task's)."""
+    """Tokens before L_max over which the soft penalty rises (default: the task's). With --prompts a quarter of
+    L_max."""
     dynamic_sampling: Optional[bool] = None
     """Group filter: keep only informative prompt groups (--group-filter), generating more rounds until the batch
     is full (preset: dapo-lm)."""
@@ -128,7 +161,8 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
 
     # --- runtime
     eval_problems: int = 200
-    """Held-out problems in each evaluation (greedy answers; never drawn in training)."""
+    """Held-out problems in each evaluation (greedy answers; never drawn in training). With --prompts at most the
+    held-out rows."""
     eval_samples: int = 4
     """Sampled answers per held-out problem for the mean-over-k accuracy (0: greedy only)."""
     eval_every: int = 0
@@ -147,15 +181,27 @@ INACTIVE_WHEN = {
                                                                                     "group_filter", "carry_surplus")},
     **{k: (lambda c: c.warm_start_steps == 0, "it needs --warm-start-steps above 0")
        for k in ("warm_start_batch", "warm_start_lr")},
-    **{k: (lambda c: c.model_dir is not None, "a --model-dir fixes the model's size") for k in ("n_layer", "n_head",
-                                                                                              "n_embd")},
+    **{k: (lambda c: c.model_dir is not None or c.model_config is not None,
+           "a --model-dir or --model-config fixes the model's size") for k in ("n_layer", "n_head", "n_embd")},
+    "task": (lambda c: c.prompts is not None, "--prompts replace the built-in task"),
+    **{k: (lambda c: c.prompts is None, "it needs --prompts") for k in ("prompt_column", "eval_prompts")},
+    "heldout_share": (lambda c: c.prompts is None or c.eval_prompts is not None,
+                      "it needs --prompts without --eval-prompts"),
+    **{k: (lambda c: not c.reward, "it needs --reward") for k in ("correct_reward", "correct_threshold")},
 }
+PROMPTS_MAX_NEW_TOKENS = 128  # the response limit of a run on the user's prompts, unless given
 
 
 def fill_task_defaults(c: LMConfig) -> LMConfig:
+    """The response limit and the penalty buffer: the task's, or with --prompts 128 tokens and a quarter of them."""
     from dapo_lm.tasks import TASKS
 
-    task = TASKS[c.task]  # only unset (None) fields: 0 is a value, which validate() refuses
+    if c.prompts is not None:  # only unset (None) fields: 0 is a value, which validate() refuses
+        limit = PROMPTS_MAX_NEW_TOKENS if c.max_new_tokens is None else c.max_new_tokens
+        buffer = max(1, limit // 4) if isinstance(limit, int) else None
+        return dataclasses.replace(c, max_new_tokens=limit,
+                                   overlong_buffer=buffer if c.overlong_buffer is None else c.overlong_buffer)
+    task = TASKS[c.task]
     return dataclasses.replace(c, max_new_tokens=task.max_new_tokens if c.max_new_tokens is None else c.max_new_tokens,
                                overlong_buffer=task.overlong_buffer if c.overlong_buffer is None else c.overlong_buffer)
 
@@ -163,15 +209,31 @@ def fill_task_defaults(c: LMConfig) -> LMConfig:
 def resolve(explicit, trust_env: bool = False) -> LMConfig:
     """The complete config for the options given (a dict of field -> value, or an LMConfig whose non-default fields
     count as given): the algorithm's recipe, the ``--recipe`` files, then the options; validated, and options the
-    resolved algorithm would ignore refused.  ``trust_env`` is accepted for the family protocol: LM tasks are built
-    in, so a config never names code to import."""
+    resolved algorithm would ignore refused.  ``trust_env`` confirms a --reward that a recipe file names (it imports
+    code that file chooses)."""
     explicit = recipes.given(explicit, LMConfig)
     values, algo, user = recipes.layered(explicit, LMConfig, LM_ALGOS, lambda a: [a], [RECIPES])
     values["recipe"] = user
+    if values.get("prompts") is not None and "warm_start_steps" not in values:
+        values["warm_start_steps"] = 0  # the user's prompts have no worked answers to warm start on
+    check_reward_trust(values.get("reward", ()), explicit.get("reward"), "a --recipe file", trust_env)
     out = fill_task_defaults(LMConfig(**values))
     validate(out)
     check_inactive(out, explicit, INACTIVE_WHEN)
     return out
+
+
+def check_reward_trust(rewards, given, source: str, trusted: bool) -> None:
+    """One line when a file (a recipe, a run's config.yaml) names a --reward that imports code, unless ``trusted``
+    or the same rewards were ``given`` again (core/config/trust.py's rule for envs)."""
+    from dapo_lm.rewards import imports_code
+
+    if trusted or tuple(rewards) == tuple(given or ()):
+        return
+    named = next((r for r in rewards if imports_code(r)), None)
+    if named is not None:
+        raise ConfigError(f"{source} names reward '{named}', which would import and run code named by that file; if "
+                          "you trust the file, pass --trust-env (Python: trust_env=True)")
 
 
 def complete(cfg: LMConfig) -> LMConfig:
@@ -191,6 +253,13 @@ def validate(c: LMConfig) -> None:
 
     require(c.algo in LM_ALGOS, f"unknown --algo '{c.algo}'; choose one of: {', '.join(LM_ALGOS)}")
     require(c.task in TASKS, f"unknown --task '{c.task}'; choose one of: {', '.join(TASKS)}")
+    require(c.prompts is None or bool(c.reward), "--prompts needs --reward module:function (what scores an answer)")
+    require(c.prompts is None or c.warm_start_steps == 0,
+            "--warm-start-steps needs a built-in --task (worked answers to learn from); your --prompts have none")
+    require(c.model_dir is None or c.model_config is None,
+            "--model-dir and --model-config both name the model; give one")
+    require(0 < c.heldout_share < 1, f"--heldout-share must be in (0, 1), got {c.heldout_share}")
+    require(bool(c.prompt_column), "--prompt-column must name a column")
     require(c.group_filter in GROUP_FILTERS,
             f"unknown --group-filter '{c.group_filter}'; choose one of: {', '.join(GROUP_FILTERS)}")
     require(isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED, f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")

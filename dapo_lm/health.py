@@ -43,6 +43,16 @@ class LMHealth:
         self.active = bad
         return started
 
+    def detail(self, name: str, entropy: float, length: float, zero_variance_share: float, clip_low: float,
+               clip_high: float) -> str:
+        """What an event saw, in words (the console's health line at the end of a run)."""
+        return {"entropy_collapse": f"mean token entropy {entropy:.3g}, first {self.entropy0:.3g}",
+                "entropy_explosion": f"mean token entropy {entropy:.3g}, first {self.entropy0:.3g}",
+                "length_drift": f"mean answer length {length:.1f} tokens, first {self.length0:.1f}",
+                "zero_variance_groups": f"{zero_variance_share:.0%} of the generated groups without reward spread",
+                "clip_low_saturated": f"{clip_low:.0%} of the tokens at the lower clip",
+                "clip_high_saturated": f"{clip_high:.0%} of the tokens at the upper clip"}[name]
+
     def state_dict(self) -> dict:
         return {"entropy0": self.entropy0, "length0": self.length0, "active": dict(self.active)}
 

@@ -1,8 +1,8 @@
-"""The policy: a ``transformers`` causal LM (GPT-2 family) built from a config, or read from a local directory, and
-its two hot paths: batched sampling with a KV cache (:func:`sample`) and per-token log-probabilities of given
-answers (:func:`answer_logprobs`).  Nothing is downloaded: a model directory is read with ``local_files_only``.
+"""The policy: a ``transformers`` causal LM (a fresh GPT-2, a fresh model of an architecture config, or one read from a
+local directory), and its two hot paths: batched sampling with a KV cache (:func:`sample`) and per-token
+log-probabilities of given answers (:func:`answer_logprobs`).  Nothing is downloaded (``local_files_only``).
 
-Layout: prompts are left-padded (``(N, Lp)``, BOS first) and responses right-padded (``(N, R)``), so every
+Layout: prompts are left-padded (``(N, Lp)``) and responses right-padded (``(N, R)``), so every
 response starts at column ``Lp``; position ids count real tokens only, so padding never shifts a position.
 """
 from __future__ import annotations
@@ -19,19 +19,66 @@ from core.config.errors import ConfigError
 
 
 def build_model(vocab_size: int, n_layer: int, n_head: int, n_embd: int, n_positions: int,
-                model_dir: Optional[str] = None, seed: int = 0):
-    """A fresh GPT-2 of the given size (no dropout), or the causal LM saved in ``model_dir``
-    (:func:`load_model_dir`)."""
+                model_dir: Optional[str] = None, seed: int = 0, model_config: Optional[str] = None,
+                tokenizer: str = "the character tokenizer"):
+    """A fresh GPT-2 of the given size (no dropout); or the causal LM saved in ``model_dir``
+    (:func:`load_model_dir`); or a fresh model of the architecture in ``model_config`` (:func:`model_from_config`).
+    ``tokenizer`` names the run's tokenizer in messages."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     if model_dir is not None:
-        return load_model_dir(model_dir, vocab_size, n_positions)
+        return load_model_dir(model_dir, vocab_size, n_positions, tokenizer)
+    if model_config is not None:
+        return model_from_config(model_config, vocab_size, n_positions, seed, tokenizer)
     with torch.random.fork_rng():  # initial weights depend on the seed only, not on what ran before
         torch.manual_seed(seed)
         config = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
                             n_head=n_head, bos_token_id=1, eos_token_id=2, pad_token_id=0, resid_pdrop=0.0,
                             embd_pdrop=0.0, attn_pdrop=0.0)
         return GPT2LMHeadModel(config)
+
+
+def model_from_config(path: str, vocab_size: int, n_positions: int, seed: int,
+                      tokenizer: str = "the character tokenizer"):
+    """A fresh causal LM of the architecture in ``path`` (a config.json, e.g. GPT-2's or a Llama-style one, or a
+    directory holding one), its weights drawn from ``seed``; one :class:`ConfigError` line when that fails."""
+    import json
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    file = Path(path).expanduser()
+    file = file / "config.json" if file.is_dir() else file
+    if not file.is_file():
+        raise ConfigError(f"--model-config {path}: no such config.json")
+    try:
+        values = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--model-config {path} is not JSON ({type(e).__name__})") from e
+    if not isinstance(values, dict) or not isinstance(values.get("model_type"), str):
+        raise ConfigError(f"--model-config {path} names no model_type (e.g. \"gpt2\" or \"llama\")")
+    try:
+        with quiet_transformers(), torch.random.fork_rng():
+            torch.manual_seed(seed)
+            config = AutoConfig.for_model(values.pop("model_type"), **values)
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # noqa: BLE001 - every failure to build is one line, named by its type
+        raise ConfigError(f"--model-config {path} does not make a causal LM ({load_failure(e)})") from e
+    check_fits(model, f"--model-config {path}", vocab_size, n_positions, tokenizer)
+    return model
+
+
+def check_fits(model, what: str, vocab_size: int, n_positions: int, tokenizer: str) -> None:
+    """One line when ``model`` has fewer embeddings than the tokenizer has ids, or fewer positions than the run
+    needs."""
+    rows = model.get_input_embeddings().num_embeddings
+    if rows < vocab_size:
+        raise ConfigError(f"{what} has a vocabulary of {rows} tokens, fewer than the {vocab_size} of {tokenizer}: "
+                          "the tokenizer does not match the model")
+    mc = model.config
+    have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", None)
+    if have is not None and have < n_positions:
+        raise ConfigError(f"{what}'s model has {have} positions; this run needs {n_positions} (the longest prompt "
+                          "and --max-new-tokens)")
 
 
 @contextlib.contextmanager
@@ -68,13 +115,13 @@ def load_failure(e: Exception) -> str:
     return f"{name}: {first if len(first) <= 160 else first[:157] + '...'}"
 
 
-def load_model_dir(model_dir: str, vocab_size: int, n_positions: int):
+def load_model_dir(model_dir: str, vocab_size: int, n_positions: int, tokenizer: str = "the character tokenizer"):
     """The causal LM saved (save_pretrained) in ``model_dir``, in eval mode, or one :class:`ConfigError` line for
     every way that fails: no config.json; anything transformers, safetensors or torch raise while reading it
     (a truncated or garbage safetensors file, a config that does not match the weights, a pickled
-    ``pytorch_model.bin`` that torch's weights-only loader refuses); a vocabulary smaller than the character
-    tokenizer's ``vocab_size`` ids; fewer than ``n_positions`` positions; a non-finite weight.  Nothing is
-    downloaded (``local_files_only``); its own tokenizer is not used."""
+    ``pytorch_model.bin`` that torch's weights-only loader refuses); fewer embeddings than ``tokenizer``'s
+    ``vocab_size`` ids; fewer than ``n_positions`` positions; a non-finite weight.  Nothing is downloaded
+    (``local_files_only``)."""
     from transformers import AutoModelForCausalLM
 
     path = Path(model_dir).expanduser()
@@ -86,14 +133,7 @@ def load_model_dir(model_dir: str, vocab_size: int, n_positions: int):
             model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
     except Exception as e:  # noqa: BLE001 - every loading failure is the same one line, named by its type
         raise ConfigError(f"--model-dir {model_dir} is not a loadable causal LM ({load_failure(e)})") from e
-    mc = model.config
-    if mc.vocab_size < vocab_size:
-        raise ConfigError(f"--model-dir {model_dir} has a vocabulary of {mc.vocab_size} tokens, fewer than the "
-                          f"{vocab_size} of the character tokenizer")
-    have = getattr(mc, "n_positions", None) or getattr(mc, "max_position_embeddings", None)
-    if have is not None and have < n_positions:
-        raise ConfigError(f"--model-dir {model_dir}'s model has {have} positions; this task needs {n_positions} "
-                          "(prompt room and --max-new-tokens)")
+    check_fits(model, f"--model-dir {model_dir}", vocab_size, n_positions, tokenizer)
     bad = [name for name, t in [*model.named_parameters(), *model.named_buffers()]
            if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     if bad:

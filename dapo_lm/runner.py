@@ -1,5 +1,5 @@
 """``dapo run --algo grpo-lm|dapo-lm``: one sequence-generation experiment end to end (warm start, RL, held-out
-evaluation, checkpoints, summary, curve), sharing :mod:`core.run.runner`'s prologue (run-directory checks, the
+evaluation, checkpoints, summary, curve) on a built-in task or the user's prompts and reward, sharing :mod:`core.run.runner`'s prologue (run-directory checks, the
 one-writer lock, checkpoint loading, config.yaml)."""
 from __future__ import annotations
 
@@ -17,16 +17,20 @@ from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
 from core.run.runner import budget_line, run_started, train_interruptibly
-from dapo_lm.config import LMConfig, complete
+from dapo_lm.config import LMConfig, check_reward_trust, complete
+from dapo_lm.rewards import RewardError
 
 CHECKPOINT_KEYS = ("global_step", "warm_step", "model", "optimizer", "rng")
 
 
 def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
-    """The saved config (``trust_env`` is part of the family protocol; LM configs name no code to import)."""
-    required = ("task", *(name for name in required_fields(LMConfig, ("run_dir", "model_dir", "micro_batch_size"))
-                          if name != "env"))
+    """The saved config; a --reward it names that imports code is refused unless ``trust_env``
+    (:func:`dapo_lm.config.check_reward_trust`)."""
+    unset = ("run_dir", "model_dir", "micro_batch_size", "model_config", "tokenizer_dir", "prompts", "eval_prompts",
+             "correct_reward")
+    required = ("task", *(name for name in required_fields(LMConfig, unset) if name != "env"))
     cfg = read_run_config(run_dir, LMConfig, required=required)
+    check_reward_trust(cfg.reward, (), str(Path(run_dir) / "config.yaml"), trust_env)
     recorded = read_yaml(Path(run_dir) / "config.yaml")
     if cfg.dynamic_sampling and isinstance(recorded, dict) and "group_filter" not in recorded:
         warnings.warn(f"{run_dir} was started before the published group filter: it continues with the acc filter "
@@ -35,8 +39,15 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
     return cfg
 
 
+def data_name(cfg: LMConfig) -> str:
+    """What the run trains on, in a few words: the built-in task, or the prompts file's name."""
+    if cfg.prompts is None:
+        return cfg.task
+    return "prompts" if cfg.prompts.startswith("dapo-local/") else Path(cfg.prompts).stem
+
+
 def default_run_dir(cfg: LMConfig) -> str:
-    return str(Path("runs") / f"{cfg.task}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+    return str(Path("runs") / f"{data_name(cfg)}__{cfg.algo}__s{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def settings_line(cfg: LMConfig) -> str:
@@ -50,29 +61,32 @@ def settings_line(cfg: LMConfig) -> str:
               f"{'carried' if cfg.carry_surplus else 'discarded'})" if cfg.dynamic_sampling else "no group filter"),
              f"{cfg.prompts_per_batch} prompts x {cfg.group_size} answers, {cfg.num_minibatches} steps per batch",
              f"warm start {cfg.warm_start_steps} steps" if cfg.warm_start_steps else "no warm start"]
+    if cfg.reward:
+        parts.insert(0, f"reward {' + '.join(cfg.reward)}, correct at >= {cfg.correct_threshold:g}")
     recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""
-    return f"{cfg.algo} on task {cfg.task}{recipes}: " + "; ".join(parts)
+    what = f"task {cfg.task}" if cfg.prompts is None else f"prompts {cfg.prompts}"
+    return f"{cfg.algo} on {what}{recipes}: " + "; ".join(parts)
 
 
 def summary_line(s: dict) -> str:
     return (f"{s['algo']} on {s['task']}: {s['answers_generated']} answers in {s['wall_time_s']:.0f}s "
-            f"({s['answers_per_s']:.1f}/s); held-out accuracy {s['warm_start_accuracy']:.3f} after the warm start -> "
+            f"({s['answers_per_s']:.1f}/s); held-out accuracy {s['warm_start_accuracy']:.3f} "
+            f"{'after the warm start' if s.get('warm_start_steps', 1) else 'at the start'} -> "
             f"{s['heldout_accuracy']:.3f} (greedy; sampled {s['heldout_accuracy_sampled']:.3f}); health events "
             f"{ {k: v for k, v in s['health_events'].items() if v} }; outputs in {s['run_dir']}")
 
 
 def run_experiment(cfg: LMConfig, resume: bool = False) -> dict:
     """Train (or continue) a resolved run; returns the summary written to summary.json."""
-    from dapo_lm.model import load_model_dir
-    from dapo_lm.tokenizer import CharTokenizer
-    from dapo_lm.trainer import LMTrainer, n_positions
+    from dapo_lm.setup import prepare
+    from dapo_lm.trainer import LMTrainer
 
-    model = None  # a --model-dir is read whole before the run directory exists: a failure is one line, nothing made
-    if cfg.model_dir is not None:
-        model = load_model_dir(cfg.model_dir, CharTokenizer().vocab_size, n_positions(cfg))
+    # tokenizer, prompts, reward (one dry call) and model are read and checked before the run directory exists: a
+    # failure is one line, nothing made
+    setup = prepare(cfg)
     if cfg.run_dir is None:
         cfg = dataclasses.replace(cfg, run_dir=default_run_dir(cfg))
-    build = lambda c, run_dir: LMTrainer(c, run_dir, model=model)  # noqa: E731
+    build = lambda c, run_dir: LMTrainer(c, run_dir, setup=setup)  # noqa: E731
     return run_started(cfg, resume, build, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS)
 
 
@@ -82,18 +96,23 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> di
           flush=True)
     logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg)
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
-                        f"{cfg.algo} {cfg.task}", cfg.progress, cfg.progress_every_s)
+                        f"{cfg.algo} {data_name(cfg)}", cfg.progress, cfg.progress_every_s)
     train_interruptibly(trainer, logger, progress)
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
-                        f"{cfg.algo} on {cfg.task} (training accuracy)", column="rollout/accuracy",
+                        f"{cfg.algo} on {data_name(cfg)} (training accuracy)", column="rollout/accuracy",
                         xlabel="generated answers", events=trainer.health_events)
     if trainer.stop_requested:
         raise RunInterrupted(run_dir)
     last = trainer.evals[-1] if trainer.evals else {}
-    final = last if last.get("step") == trainer.global_step else trainer.evaluate()  # no second pass of the same
+    try:
+        final = last if last.get("step") == trainer.global_step else trainer.evaluate()  # no second pass of the same
+    except RewardError as e:
+        raise RewardError(f"{e}; the run stopped at {trainer.global_step} answers with a checkpoint, before its final "
+                          f"evaluation: fix the reward, then dapo run --resume {run_dir} --trust-env") from e
     warm = trainer.warm_start_eval
     summary = {
-        "task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "recipe": list(cfg.recipe),
+        "task": data_name(cfg), "algo": cfg.algo, "seed": cfg.seed, "recipe": list(cfg.recipe),
+        "warm_start_steps": cfg.warm_start_steps,
         "answers_generated": trainer.global_step, "wall_time_s": round(trainer.elapsed, 2),
         "rl_time_s": round(trainer.rl_seconds, 2),
         "answers_per_s": round(trainer.global_step / max(trainer.rl_seconds, 1e-9), 2),
@@ -113,12 +132,13 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> di
     return summary
 
 
-def load_trainer(run_dir: Path, device: str = "cpu"):
-    """The trained model of ``run_dir`` in a trainer (for evaluation and the Python API)."""
+def load_trainer(run_dir: Path, device: str = "cpu", trust_env: bool = False):
+    """The trained model of ``run_dir`` in a trainer (for evaluation and the Python API); ``trust_env`` confirms a
+    --reward its config.yaml names."""
     from dapo_lm.trainer import LMTrainer
 
     check_device(device)
-    cfg = dataclasses.replace(complete(load_run_config(Path(run_dir))), device=device)
+    cfg = dataclasses.replace(complete(load_run_config(Path(run_dir), trust_env)), device=device)
     path = Path(run_dir) / "checkpoint.pt"
     state = load_checkpoint(path)
     require(state, CHECKPOINT_KEYS, path)
@@ -131,14 +151,18 @@ def evaluate_run(run_dir: Path, episodes: Optional[int], seed: int, device: str 
                  deterministic=None, trust_env: bool = False) -> list[float]:
     """``dapo eval RUN_DIR``: 1.0 or 0.0 per held-out problem (``episodes`` of them, default the run's
     --eval-problems), greedy unless ``--stochastic`` (then one answer sampled at temperature 1, from ``seed``)."""
+    return evaluate_trainer(load_trainer(run_dir, device, trust_env), episodes, seed, deterministic)
+
+
+def evaluate_trainer(trainer, episodes: Optional[int], seed: int, deterministic=None) -> list[float]:
+    """:func:`evaluate_run` of a loaded trainer."""
     import torch
 
     from dapo_lm.rollout import answer_hits
 
-    trainer = load_trainer(run_dir, device)
-    problems = trainer.task.heldout_set(episodes) if episodes else trainer.heldout
+    problems = trainer.source.heldout_set(episodes) if episodes else trainer.heldout
     gen = None if deterministic is not False else torch.Generator(device=trainer.device).manual_seed(seed)
-    hits, _ = answer_hits(trainer.model, trainer.tok, trainer.task, problems, trainer.cfg.max_new_tokens,
+    hits, _ = answer_hits(trainer.model, trainer.tok, trainer.reward, problems, trainer.cfg.max_new_tokens,
                           trainer.device, 1, gen)
     return [float(h) for h in hits]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import abc
 import re
 import zlib
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import numpy as np
 
@@ -25,7 +25,9 @@ import numpy as np
 class Problem:
     prompt: str
     answer: str
-    """A correct worked answer (the warm start's target)."""
+    """A correct worked answer (the warm start's target; empty for the user's prompts)."""
+    columns: dict[str, Any] = field(default_factory=dict)
+    """The row's other columns, passed on to the reward (the user's prompts; none for the built-in tasks)."""
 
 
 def is_heldout(prompt: str) -> bool:

@@ -32,14 +32,28 @@ class CharTokenizer:
             raise ValueError(f"character {e.args[0]!r} is not in the alphabet {self.alphabet!r}") from None
         return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
 
+    def encode_prompt(self, text: str) -> list[int]:
+        """A prompt's ids: BOS, then its characters (the interface :class:`dapo_lm.hf_tokenizer.HFTokenizer` shares)."""
+        return self.encode(text, bos=True)
+
+    def encode_answer(self, text: str) -> list[int]:
+        """A worked answer's ids, EOS last (the warm start's targets)."""
+        return self.encode(text, eos=True)
+
+    def describe(self) -> str:
+        return f"the character tokenizer ({self.vocab_size} ids)"
+
     def decode(self, ids: Iterable[int]) -> str:
-        """Text up to the first EOS; PAD and BOS are skipped."""
+        """Text up to the first EOS; PAD and BOS are skipped; an id beyond the vocabulary (a --model-dir's larger
+        one) is U+FFFD, which no verifier accepts."""
         out = []
         for i in ids:
             i = int(i)
             if i == self.eos_id:
                 break
-            if i >= len(SPECIALS):
+            if i >= self.vocab_size:
+                out.append("\ufffd")
+            elif i >= len(SPECIALS):
                 out.append(self.alphabet[i - len(SPECIALS)])
         return "".join(out)
 

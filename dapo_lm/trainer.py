@@ -2,10 +2,12 @@
 (GRPO / DAPO, docs/algorithms.md, section 8), driven by core.training.loop.train_loop.
 
 ``global_step`` counts generated RL answers (filtered ones included), so every algorithm of the ablation ladder
-spends the same budget; the warm start runs first, in chunks of iterations logged at step 0.
+spends the same budget; the warm start runs first, in chunks of iterations logged at step 0.  What it trains on (the
+tokenizer, the prompt source, the reward, the model) comes from :func:`dapo_lm.setup.prepare`.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -25,37 +27,29 @@ from core.training.loop import rng_state, seed_everything, set_rng_state, train_
 from core.training.trainer import pick_device
 from dapo_lm.config import LMConfig
 from dapo_lm.health import LM_EVENTS, LMHealth
-from dapo_lm.model import answer_logprobs, autocast, build_model, supervised_loss
+from dapo_lm.model import answer_logprobs, autocast, supervised_loss
+from dapo_lm.rewards import RewardError
 from dapo_lm.rollout import collate, generate_groups, heldout_accuracy
-from dapo_lm.tasks import TASKS
-from dapo_lm.tokenizer import CharTokenizer
+from dapo_lm.setup import PROMPT_ROOM, Setup, n_positions, prepare  # noqa: F401 - n_positions, PROMPT_ROOM: API
 
 WARM_CHUNK = 10  # supervised steps per iteration of the warm start (one metrics row, one progress update, ~10 s on 2 cores)
-PROMPT_ROOM = 32  # positions reserved for prompts (the longest, countdown's, is 14 tokens)
-
-
-def n_positions(cfg: LMConfig) -> int:
-    """Positions the model needs: prompt room and the response limit."""
-    return PROMPT_ROOM + cfg.max_new_tokens
 
 
 class LMTrainer:
-    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None, model=None):
+    def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None, setup: Optional[Setup] = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = pick_device(cfg.device)
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
-        self.tok, self.task = CharTokenizer(), TASKS[cfg.task]
-        if model is None:  # a --model-dir is read (and checked) by dapo_lm.model.load_model_dir
-            model = build_model(self.tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, n_positions(cfg),
-                                cfg.model_dir, cfg.seed)
-        self.model = model.to(self.device)
+        setup = setup or prepare(cfg, dry_run=False)  # the runner prepares (and checks) it before the run directory
+        self.tok, self.task, self.source, self.reward = setup.tok, setup.task, setup.source, setup.reward
+        self.model = setup.model.to(self.device)
         self.rng = np.random.default_rng(cfg.seed)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling),
                                   criterion=cfg.group_filter, carry=cfg.carry_surplus)
         self.health = LMHealth(cfg)
-        self.heldout = self.task.heldout_set(cfg.eval_problems)
+        self.heldout = self.source.heldout_set(cfg.eval_problems)
         self.global_step, self.warm_step, self.iteration, self.elapsed = 0, 0, 0, 0.0
         self.tokens_generated, self.optimizer_steps = 0, 0  # RL answers' tokens (EOS included); RL AdamW steps
         self.rl_seconds = 0.0  # time in RL iterations less their held-out evaluations (the throughput's clock)
@@ -65,6 +59,8 @@ class LMTrainer:
         self.health_counts = {name: 0 for name in LM_EVENTS}
         self.health_events: list[dict] = []
         self.stop_requested = False
+        self.failure: Optional[RewardError] = None  # a reward that failed in an evaluation: the run stops after it
+        self._before: Optional[dict] = None  # the state before this iteration, while the model is unchanged
         self.optimizer = self._optimizer()
         if checkpoint is not None:
             self.load_state_dict(checkpoint)
@@ -79,19 +75,56 @@ class LMTrainer:
         return self.cfg.prompts_per_batch * self.cfg.group_size
 
     def finished(self) -> bool:
-        return self.stop_requested or (self.warm_done and self.global_step >= self.cfg.total_steps)
+        return (self.stop_requested or self.failure is not None
+                or (self.warm_done and self.global_step >= self.cfg.total_steps))
 
     def recent_return(self) -> float:
         return float(np.mean(self.recent)) if self.recent else math.nan
 
     def train(self, logger, progress=None, max_iterations: Optional[int] = None) -> None:
-        train_loop(self, logger, progress, max_iterations)
+        """The loop; a reward that raises (or returns bad values) stops the run with a checkpoint and its error in one
+        line.  While generating, nothing but the random streams and the prompt and surplus bookkeeping has moved:
+        those are put back, so the checkpoint is the state before the failing iteration and a resume redoes it.  In
+        an evaluation, the iteration ends without it and is checkpointed."""
+        try:
+            train_loop(self, logger, progress, max_iterations)
+        except RewardError as e:
+            if self._before is None:
+                raise
+            self._restore(self._before)
+            self.save()
+            self.failure = e
+        if self.failure is not None:
+            raise RewardError(f"{self.failure}; the run stopped at {self.global_step} answers with a checkpoint: fix "
+                              f"the reward, then dapo run --resume {self.run_dir} --trust-env") from self.failure
+
+    def _snapshot(self) -> dict:
+        return {"iteration": self.iteration, "rng": rng_state(), "generator": self.gen.get_state().clone(),
+                "np_rng": copy.deepcopy(self.rng.bit_generator.state), "prompts": self.source.state_dict(),
+                "filter": copy.copy(self.filter.state_dict())}
+
+    def _restore(self, s: dict) -> None:
+        self.iteration = s["iteration"]
+        set_rng_state(s["rng"])
+        self.gen.set_state(s["generator"])
+        self.rng.bit_generator.state = s["np_rng"]
+        self.source.load_state_dict(s["prompts"])
+        self.filter.load_state_dict(s["filter"])
+
+    def _evaluate_or_stop(self) -> Optional[dict]:
+        """:meth:`evaluate`, or None when the reward fails in it (the run then stops after this iteration)."""
+        try:
+            return self.evaluate()
+        except RewardError as e:
+            self.failure = e
+            return None
 
     def progress_note(self) -> str:
         """The warm start's progress, which the answer count (``global_step``) does not show."""
         return "" if self.warm_done else f"warm start {self.warm_step}/{self.cfg.warm_start_steps} supervised steps"
 
     def iterate(self) -> dict:
+        self._before = self._snapshot()
         self.iteration += 1
         return self.rl_iterate() if self.warm_done else self.warm_iterate()
 
@@ -103,13 +136,15 @@ class LMTrainer:
     def warm_iterate(self) -> dict:
         c, t0, losses = self.cfg, time.perf_counter(), []
         self.model.train()
+        if self.warm_step < c.warm_start_steps:
+            self._before = None  # the model moves
         for _ in range(min(WARM_CHUNK, c.warm_start_steps - self.warm_step)):
             warmup = max(1, c.warm_start_steps // 10)
             for group in self.optimizer.param_groups:
                 group["lr"] = c.warm_start_lr * min(1.0, (self.warm_step + 1) / warmup)
-            problems = [self.task.sample(self.rng) for _ in range(c.warm_start_batch)]
-            prompts = [self.tok.encode(p.prompt, bos=True) for p in problems]
-            seqs = [p + self.tok.encode(q.answer, eos=True) for p, q in zip(prompts, problems)]
+            problems = self.source.draw(self.rng, c.warm_start_batch)
+            prompts = [self.tok.encode_prompt(p.prompt) for p in problems]
+            seqs = [p + self.tok.encode_answer(q.answer) for p, q in zip(prompts, problems)]
             width = max(map(len, seqs))
             ids = torch.full((len(seqs), width), self.tok.pad_id, dtype=torch.long)
             mask, answer = torch.zeros_like(ids), torch.zeros_like(ids)
@@ -124,8 +159,8 @@ class LMTrainer:
             self.warm_step += 1
             losses.append(float(loss.detach()))
         metrics = {"warm/loss": float(np.mean(losses)) if losses else math.nan, "warm/step": self.warm_step}
-        if self.warm_step >= c.warm_start_steps:
-            self.warm_start_eval = self.evaluate()
+        if self.warm_step >= c.warm_start_steps and (result := self._evaluate_or_stop()) is not None:
+            self.warm_start_eval = result
             self.evals.append({"step": 0, "elapsed": self.elapsed, **self.warm_start_eval})
             metrics.update({f"eval/{k}": v for k, v in self.warm_start_eval.items()})
             self.optimizer = self._optimizer()  # RL starts with fresh moments at its own rate
@@ -134,8 +169,8 @@ class LMTrainer:
 
     # --- RL ---------------------------------------------------------------------------------------------
     def _round(self):
-        problems = [self.task.sample(self.rng) for _ in range(self.cfg.prompts_per_batch)]
-        groups, rewards = generate_groups(self.model, self.tok, self.task, problems, self.cfg, self.device, self.gen)
+        problems = self.source.draw(self.rng, self.cfg.prompts_per_batch)
+        groups, rewards = generate_groups(self.model, self.tok, self.reward, problems, self.cfg, self.device, self.gen)
         for grp in groups:
             self._generated.append(grp)
         return groups, rewards, torch.stack([grp["correct"] for grp in groups])
@@ -161,23 +196,27 @@ class LMTrainer:
                    "sampler/from_surplus": fill.from_surplus, "sampler/surplus": len(self.filter.pending),
                    "sampler/hit_cap": int(fill.hit_cap)}
         t1 = time.perf_counter()
+        self._before = None  # the update moves the model
         if fill.groups:
             metrics.update(self.update(fill.groups))
         upd_s = time.perf_counter() - t1
-        events = self.health.check(metrics.get("train/entropy", math.nan), metrics["rollout/length_mean"], zero_var,
-                                   metrics.get("train/clip_low", 0.0), metrics.get("train/clip_high", 0.0))
-        for name in events:
+        stats = (metrics.get("train/entropy", math.nan), metrics["rollout/length_mean"], zero_var,
+                 metrics.get("train/clip_low", 0.0), metrics.get("train/clip_high", 0.0))
+        for name in self.health.check(*stats):
             self.health_counts[name] += 1
-            self.health_events.append({"step": self.global_step, "event": name})
+            self.health_events.append({"step": self.global_step, "event": name,
+                                       "detail": self.health.detail(name, *stats)})
         metrics.update({f"health/{k}": v for k, v in self.health_counts.items()})
         eval_s = 0.0
         before = self.global_step - len(made) * c.group_size
         if c.eval_every and self.global_step // c.eval_every > before // c.eval_every:
             t2 = time.perf_counter()
-            result = self.evaluate()
+            result = self._evaluate_or_stop()
             eval_s = time.perf_counter() - t2
-            self.evals.append({"step": self.global_step, "elapsed": self.elapsed + time.perf_counter() - t0, **result})
-            metrics.update({f"eval/{k}": v for k, v in result.items()})
+            if result is not None:
+                self.evals.append({"step": self.global_step, "elapsed": self.elapsed + time.perf_counter() - t0,
+                                   **result})
+                metrics.update({f"eval/{k}": v for k, v in result.items()})
         dt = time.perf_counter() - t0
         tokens = float(lengths.sum())
         self.tokens_generated += int(tokens)
@@ -266,7 +305,7 @@ class LMTrainer:
 
     def evaluate(self) -> dict:
         c = self.cfg
-        return heldout_accuracy(self.model, self.tok, self.task, self.heldout, c.max_new_tokens, self.device,
+        return heldout_accuracy(self.model, self.tok, self.reward, self.heldout, c.max_new_tokens, self.device,
                                 c.eval_samples, c.seed + 10_000)
 
     # --- checkpoints ----------------------------------------------------------------------------------------
@@ -276,7 +315,8 @@ class LMTrainer:
                 "rl_seconds": self.rl_seconds,
                 "elapsed": self.elapsed, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "rng": rng_state(), "generator": self.gen.get_state(), "np_rng": self.rng.bit_generator.state,
-                "filter": self.filter.state_dict(), "health": self.health.state_dict(),
+                "filter": self.filter.state_dict(), "prompts": self.source.state_dict(),
+                "health": self.health.state_dict(),
                 "health_counts": dict(self.health_counts), "health_events": list(self.health_events),
                 "warm_start_eval": dict(self.warm_start_eval), "evals": list(self.evals), "recent": list(self.recent)}
 
@@ -301,6 +341,7 @@ class LMTrainer:
             self.gen.manual_seed(self.cfg.seed + self.global_step)
         self.rng.bit_generator.state = s["np_rng"]
         self.filter.load_state_dict(s["filter"])  # surplus groups live on the CPU (dapo_lm.rollout)
+        self.source.load_state_dict(s.get("prompts", {}))  # absent before --prompts existed (built-in tasks only)
         old = [grp for grp in self.filter.pending if "logp_old" not in grp]
         if old:  # carried by a version that rescored them at the next update: their behaviour policy is gone
             self.filter.pending = [grp for grp in self.filter.pending if "logp_old" in grp]
@@ -308,7 +349,7 @@ class LMTrainer:
                           "log-probabilities; discarded (their ratio could not be corrected)", stacklevel=2)
         self.health.load_state_dict(s["health"])
         self.health_counts.update(s["health_counts"])
-        self.health_events = list(s["health_events"])
+        self.health_events = [{"detail": "", **e} for e in s["health_events"]]  # no detail before it was recorded
         self.recent.extend(s["recent"])
 
     def save(self) -> None:

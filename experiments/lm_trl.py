@@ -60,6 +60,7 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
     from trl import GRPOConfig, GRPOTrainer
     from trl.rewards import get_soft_overlong_punishment
 
+    from dapo_lm.rewards import Reward
     from dapo_lm.rollout import heldout_accuracy
     from dapo_lm.tasks import TASKS
     from dapo_lm.tokenizer import CharTokenizer
@@ -103,8 +104,8 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
     t0 = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - t0
-    final = heldout_accuracy(trainer.model, tok, task, task.heldout_set(eval_problems), limit, torch.device("cpu"),
-                             samples=4, seed=seed + 10_000)
+    final = heldout_accuracy(trainer.model, tok, Reward.of_task(task), task.heldout_set(eval_problems), limit,
+                             torch.device("cpu"), samples=4, seed=seed + 10_000)
     return {"algo": "trl-grpo-dapo-loss", "task": task_name, "seed": seed, "answers_generated": generated["answers"],
             "updates": batches * num_minibatches, "wall_time_s": round(wall, 2),
             "answers_per_s": round(generated["answers"] / wall, 2), "tokens_per_s": round(generated["tokens"] / wall, 1),
