@@ -156,6 +156,7 @@ CASES = [
     (["run", "--config", f"{R}/unknown.yaml"], "did you mean 'num_epochs'"),
     (["run", "--recipe", "nope"], "unknown recipe 'nope'"),
     (["run", "--hidden-sizes", "100000000"], "--hidden-sizes must be 1 to 16 widths"),
+    (["run", "--hidden-sizes", "32", "--hidden-sizes", "64"], "--hidden-sizes given twice; give all its values after one"),
     (["run", "--lr", "inf"], "--lr must be a finite number"),
     (["run", "--lr", "nan"], "--lr must be a finite number"),
     (["run", "--ent-coef", "inf"], "--ent-coef must be a finite number"),

@@ -115,12 +115,23 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str
         elif origin is Literal:
             group.add_argument(name, choices=typing.get_args(tp), metavar="{" + ",".join(typing.get_args(tp)) + "}", **kw)
         elif origin is tuple:
-            group.add_argument(name, nargs="+", type=_scalar_parser(typing.get_args(tp)[0], False), metavar="N", **kw)
+            group.add_argument(name, nargs="+", type=_scalar_parser(typing.get_args(tp)[0], False), metavar="N",
+                               action=_ListOnce, **kw)
         elif origin is dict:
             group.add_argument(name, type=_kwargs_argument, metavar="K=V", **kw)
         else:
             group.add_argument(name, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper()[0], **kw)
     return groups
+
+
+class _ListOnce(argparse.Action):
+    """A list flag (``--reward A B``); given twice, argparse would silently keep the second list only: refused."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if hasattr(namespace, self.dest):  # the default is SUPPRESS: set only by an earlier use
+            parser.error(f"{option_string} given twice; give all its values after one {option_string} "
+                         f"(e.g. {option_string} A B)")
+        setattr(namespace, self.dest, values)
 
 
 def _kwargs_argument(text: str) -> dict[str, Any]:
