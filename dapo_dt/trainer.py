@@ -36,7 +36,7 @@ from core.algo.advantages import explained_variance
 from dapo_dt.losses import action_loss, exponential_advantage_weights, masked_normalise
 from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play
-from dapo_dt.config import BC_ALGOS, DTConfig
+from dapo_dt.config import ACTIVATIONS, BC_ALGOS, DTConfig
 from dapo_dt.data import DTBatch, Trajectories, normalised_score, return_scale
 from dapo_dt.model import DecisionTransformer, DTModelConfig
 from dapo_dt.online import online_iteration
@@ -94,6 +94,7 @@ class DTTrainer:
                 action_high=None if d.action_high is None else [float(x) for x in d.action_high],
                 context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                 n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + 1, dropout=cfg.dropout,
+                activation=ACTIVATIONS[cfg.activation],
                 advantage_modulation=cfg.advantage_modulation, value_head=cfg.algo == "dapo-dt",
                 value_encoder=cfg.separate_value_encoder, bf16=cfg.precision == "bf16")
         self.model = DecisionTransformer(model_cfg).to(self.device)
