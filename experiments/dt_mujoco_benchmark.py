@@ -128,6 +128,41 @@ def report(out: Path, rows: list[dict], curves: list[dict], command: str) -> str
     return text
 
 
+def plan_timing(steps: int, batch: int, episodes: int, env: str = "HalfCheetah-v5") -> str:
+    """CPU seconds per gradient step of each algorithm (the paper's model, ``batch``) and of one evaluation of
+    ``episodes`` whole episodes of ``env``, on a synthetic dataset of its shape: the numbers the compute plan needs."""
+    import tempfile
+    import time
+
+    import torch
+
+    from dapo_dt.config import DTConfig, resolve
+    from dapo_dt.trainer import DTTrainer
+    from experiments.dt_speed import write_dataset
+
+    lines = [f"| algo | s per gradient step (batch {batch}) | s per evaluation ({episodes} episodes of {env}) |",
+             "|---|---|---|"]
+    with tempfile.TemporaryDirectory() as d:
+        path = write_dataset(Path(d) / "minari", episodes=10, length=1000)
+        for algo in ALGOS:
+            cfg = resolve(DTConfig(dataset_path=str(path), env=env, algo=algo, batch_size=batch, context_len=20,
+                                   n_embd=128, n_layer=3, n_head=1, activation="relu", grad_steps=10**6,
+                                   eval_episodes=episodes, eval_max_steps=1000, torch_threads=1, device="cpu",
+                                   precision="fp32"))
+            tr = DTTrainer(cfg, Path(d) / algo)
+            tr.train_step()  # untimed: first-call costs
+            t0 = time.process_time()
+            for _ in range(steps):
+                tr.train_step()
+            per_step = (time.process_time() - t0) / steps
+            t0 = time.process_time()
+            tr.evaluate() if algo == "dt" else None
+            evaluation = time.process_time() - t0 if algo == "dt" else float("nan")
+            lines.append(f"| {algo} | {per_step:.2f} | {evaluation:.0f} |")
+    torch.set_num_threads(1)
+    return "\n".join(lines)
+
+
 def main(argv=None, prog=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     p = parser(prog, __doc__)
@@ -148,6 +183,13 @@ def main(argv=None, prog=None) -> int:
     p.add_argument("--out", type=caller_path, default=ROOT / "experiments" / "results" / "dt_mujoco")
     p.add_argument("--runs-dir", type=caller_path, default=ROOT / "runs" / "dt_mujoco")
     p.add_argument("--report-only", action="store_true", help="rebuild the report from finished runs")
+    p.add_argument("--plan-timing", type=positive_int, metavar="STEPS",
+                   help="only time STEPS gradient steps of each algorithm (--batch-size) and one evaluation "
+                        "(--eval-episodes) on a synthetic HalfCheetah-shaped dataset, in CPU seconds, and exit")
+    if "--plan-timing" in argv:  # no --data needed
+        a, _ = p.parse_known_args([*argv, "--data", "-"])
+        print(plan_timing(a.plan_timing, a.batch_size, a.eval_episodes))
+        return 0
     a = p.parse_args(argv)
     try:
         data = dict(pair.split("=", 1) for pair in a.data)

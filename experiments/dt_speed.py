@@ -37,7 +37,8 @@ PHASES = ("sample", "forward", "backward", "optimizer")
 
 
 def write_dataset(folder: Path, episodes: int = 20, length: int = 1000, seed: int = 0):
-    """A Minari dataset of random HalfCheetah-shaped episodes (17-d states, 6-d actions in [-1, 1])."""
+    """A Minari dataset of random HalfCheetah-shaped episodes (17-d states, 6-d actions in [-1, 1]) in ``folder``
+    (made Minari's local store: ``MINARI_DATASETS_PATH``)."""
     import gymnasium as gym
     import minari
     from minari.data_collector import EpisodeBuffer
@@ -47,6 +48,9 @@ def write_dataset(folder: Path, episodes: int = 20, length: int = 1000, seed: in
                           actions=rng.uniform(-1, 1, (length, ACT)).astype(np.float32),
                           rewards=rng.normal(size=length).tolist(), terminations=[False] * length,
                           truncations=[False] * (length - 1) + [True]) for i in range(episodes)]
+    import os
+
+    os.environ["MINARI_DATASETS_PATH"] = str(folder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         minari.create_dataset_from_buffers(
@@ -257,12 +261,9 @@ def main(argv=None, prog=None) -> int:
     if args.reps < 1 or args.steps < 1 or args.warmup < 0 or not 1 <= args.threads <= 256:
         p.error(f"--reps and --steps must be >= 1, --warmup >= 0, --threads 1 .. 256; got {args.reps}, {args.steps}, "
                 f"{args.warmup}, {args.threads}")
-    import os
-
     import torch
 
     with tempfile.TemporaryDirectory() as d:
-        os.environ["MINARI_DATASETS_PATH"] = str(Path(d) / "minari")
         tr = our_trainer(write_dataset(Path(d) / "minari"), Path(d) / "run", args.threads, args.activation)
         torch.set_num_threads(args.threads)
         hf = hf_model(tr.model)

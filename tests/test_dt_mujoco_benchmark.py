@@ -69,3 +69,29 @@ def test_quick_sweep_writes_results_and_skips_finished_runs(tmp_path, capsys):
     assert bench.main(args) == 0  # finished runs are skipped
     assert capsys.readouterr().out.count("skip ") == 2
     assert "## InvertedPendulum-v5, medium-replay" in (tmp_path / "out" / "results.md").read_text()
+
+
+# --- experiments/dt_speed.py -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_hf_decision_transformer_computes_ours_on_copied_weights(tmp_path, activation):
+    """Our DT and transformers' DecisionTransformerModel with our weights: the same actions, loss and gradients."""
+    from experiments import dt_speed
+
+    tr = dt_speed.our_trainer(dt_speed.write_dataset(tmp_path / "minari", episodes=3, length=40), tmp_path / "run", 1,
+                              activation)
+    hf = dt_speed.hf_model(tr.model)
+    batch = tr.data.sample(8, dt_speed.K, np.random.default_rng(0), tr.device)
+    check = dt_speed.check_same(tr, hf, batch)
+    assert check["loss_diff"] < 1e-6 and check["action_diff"] < 1e-5 and check["grad_diff"] < 1e-6, check
+    assert check["loss_ours"] > 0
+
+
+@pytest.mark.slow
+def test_speed_script_writes_its_report(tmp_path):
+    from experiments import dt_speed
+
+    out = tmp_path / "speed.md"
+    assert dt_speed.main(["--reps", "2", "--steps", "1", "--warmup", "0", "--no-profile", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| 2 | HF |" in text and "Median ratio" in text and "| ours |" in text
