@@ -198,7 +198,8 @@ def play(env_id: str, num_envs: int, seed: int, act: Callable[[np.ndarray, int],
     quota = [math.ceil(episodes / num_envs) if episodes else 0] * num_envs
     obs = envs.reset(seed)
     live = [_Open(obs[i]) for i in range(num_envs)]
-    done: list[Episode] = []
+    done: list[tuple[int, int, Episode]] = []  # (episode number within its env, env, episode)
+    count = [0] * num_envs
     stepped = recorded = 0
     try:
         while any(e is not None for e in live) and (stream is None or stepped < stream):
@@ -210,7 +211,8 @@ def play(env_id: str, num_envs: int, seed: int, act: Callable[[np.ndarray, int],
                     continue
                 ep.add(actions[i], float(step.score[i]), record)
                 if step.game_over[i]:
-                    done.append(ep.close(step.final_obs[i], bool(step.terminated[i]), record))
+                    done.append((count[i], i, ep.close(step.final_obs[i], bool(step.terminated[i]), record)))
+                    count[i] += 1
                     recorded += len(ep.rewards)
                     quota[i] -= 1
                     more = (recorded < steps if steps is not None else quota[i] > 0 if episodes else True)
@@ -220,7 +222,9 @@ def play(env_id: str, num_envs: int, seed: int, act: Callable[[np.ndarray, int],
             obs = step.obs
     finally:
         envs.close()
-    return done[:episodes] if episodes else done
+    if episodes:  # by order of start, not of end: the first to end would favour short episodes
+        done.sort(key=lambda d: d[:2])
+    return [e for _, _, e in done][:episodes] if episodes else [e for _, _, e in done]
 
 
 class _Open:
