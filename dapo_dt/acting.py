@@ -53,7 +53,8 @@ class _Context:
 def play(model: DecisionTransformer, env_id: str, episodes: int, num_envs: int, target_return: float,
          return_scale: float, seed: int, device: torch.device, target_advantage: Optional[float] = None,
          max_steps: int = 27_000, record: bool = False) -> list[Episode]:
-    """Play ``episodes`` games, ``ceil(episodes / num_envs)`` per env (so short games are not favoured);
+    """Play ``episodes`` games, ``ceil(episodes / num_envs)`` per env and keep the first ``episodes`` by their order of
+    start (so short games are not favoured);
     a game longer than ``max_steps`` is cut, counted, and its env waits for the next game.  Actions are
     sampled from the model's softmax with a generator seeded by ``seed`` (Box actions: the tanh head's output).
     ``record`` keeps the observations.  An env whose spaces do not fit the model: one line."""
@@ -87,7 +88,8 @@ def _play(model, envs, episodes, num_envs, target_return, return_scale, seed, de
     quota = [math.ceil(episodes / num_envs)] * num_envs
     ctx = [_Context(target_return, newest(obs, i) if record else None) for i in range(num_envs)]
     waiting = [False] * num_envs  # a cut game: skip its remaining steps
-    finished: list[Episode] = []
+    finished: list[tuple[int, int, Episode]] = []  # (game number within its env, env, episode)
+    started = [0] * num_envs
     while any(q > 0 for q in quota):
         feats = model.encode_states(as_input(obs)[:, None])[:, 0]   # (N, d)
         for i, c in enumerate(ctx):
@@ -116,14 +118,17 @@ def _play(model, envs, episodes, num_envs, target_return, return_scale, seed, de
                 if record:
                     c.frames.append(newest(step.final_obs if step.game_over[i] else step.obs, i))
                 if step.game_over[i] or len(c.actions) >= max_steps:
-                    finished.append(c.episode(record))
+                    finished.append((started[i], i, c.episode(record)))
+                    started[i] += 1
                     quota[i] -= 1
                     waiting[i] = not step.game_over[i]
             if same_step and step.game_over[i]:  # this step's observation is the next game's first
                 ctx[i] = _Context(target_return, newest(step.obs, i) if record else None)
                 waiting[i] = False
         obs = step.obs
-    return finished[:episodes]
+    # the first games of every env, then the second ones...: chosen by their order of start, never by how soon they
+    # ended (the first ``episodes`` to end would favour short games, e.g. a Hopper that falls)
+    return [ep for _, _, ep in sorted(finished, key=lambda f: f[:2])][:episodes]
 
 
 def check_env_fits(model: DecisionTransformer, obs_space: gym.Space, act_space: gym.Space, env_id: str) -> None:

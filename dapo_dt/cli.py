@@ -1,8 +1,9 @@
-"""``dapo dataset collect|info``: offline Atari datasets (Minari) made by the toolkit's own agents; ``info`` reads any
-Minari dataset the DT family can train on."""
+"""``dapo dataset collect|d4rl|info``: offline datasets (Minari) made by the toolkit's own agents (Atari games; D4RL-style
+MuJoCo data, :mod:`dapo_dt.d4rl`); ``info`` reads any Minari dataset the DT family can train on."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from core.config.flags import OneLineParser
@@ -36,6 +37,12 @@ class Dataset(Command):
         col.add_argument("--num-envs", type=int, default=8, help="parallel games [8]")
         col.add_argument("--greedy", action=argparse.BooleanOptionalAction, default=True,
                          help="argmax of the policy when not exploring [on]")
+        d4rl = dsub.add_parser("d4rl", help="D4RL-style expert, medium, medium-replay and medium-expert datasets "
+                                             "from one 'dapo run --snapshot-every N' on a MuJoCo env",
+                               description="Writes NAMESPACE/expert-v0, medium-v0, medium-replay-v0 and "
+                                           "medium-expert-v0 with ref_min_score (random) and ref_max_score (expert) "
+                                           "in their metadata; how each is made: dapo_dt/d4rl.py.")
+        _d4rl_arguments(d4rl)
         info = dsub.add_parser("info", help="episodes, steps, spaces and return distribution of a dataset")
         info.add_argument("name", nargs="?", default=None, help="Minari dataset id in the local store")
         info.add_argument("--path", default=None, metavar="DIR", help="a Minari dataset directory instead of a name")
@@ -43,6 +50,14 @@ class Dataset(Command):
     def run(self, args) -> int:
         from dapo_dt import collect, data
 
+        if args.dataset_command == "d4rl":
+            from dapo_dt import d4rl
+
+            made = d4rl.make(d4rl.D4RLOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(
+                d4rl.D4RLOptions)}))
+            for kind, m in made.items():
+                print(f"{m['name']}: {m['episodes']} episodes, {m['steps']} steps, return mean {m['return_mean']:.1f}")
+            return 0
         if args.dataset_command == "collect":
             if not 1 <= args.num_envs <= 1024:
                 raise ConfigError(f"--num-envs must be in 1 .. 1024, got {args.num_envs}")
@@ -58,3 +73,18 @@ class Dataset(Command):
         for k, v in data.info(args.name, path).items():
             print(f"{k}: {v}")
         return 0
+
+
+def _d4rl_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags from :class:`dapo_dt.d4rl.D4RLOptions` (its docstrings are the help), defaults shown."""
+    from core.config.fields import field_docs
+    from dapo_dt.d4rl import D4RLOptions
+
+    docs = field_docs(D4RLOptions)[0]
+    for f in dataclasses.fields(D4RLOptions):
+        flag = "--" + f.name.replace("_", "-")
+        required = f.default is dataclasses.MISSING
+        kind = Path if f.name == "run" else str if f.type in ("str",) else int
+        default = "" if required or f.default is None else f" [{f.default}]"
+        p.add_argument(flag, dest=f.name, type=kind, required=required, default=None if required else f.default,
+                       metavar="RUN_DIR" if f.name == "run" else None, help=docs[f.name] + default)

@@ -21,6 +21,7 @@ from core.config.errors import ConfigError
 from core.config.options import check_inactive
 
 DT_ALGOS = ("dt", "dapo-dt", "bc", "pct-bc")
+ACTIVATIONS = {"gelu": "gelu_pytorch_tanh", "relu": "relu"}  # --activation -> transformers' activation_function
 BC_ALGOS = ("bc", "pct-bc")
 
 
@@ -55,6 +56,9 @@ class DTConfig(RunOptions, ProgressOptions, WandbOptions):
     """Token width."""
     dropout: float = 0.1
     """GPT-2 dropout."""
+    activation: str = "gelu"
+    """GPT-2 MLP activation: gelu (GPT-2's tanh GELU; the DT paper's Atari model) | relu (the DT paper's MuJoCo
+    model and transformers' DecisionTransformerConfig default; cheaper on the CPU)."""
     precision: str = "auto"
     """fp32 | bf16 (autocast for the CNN and the GPT-2 blocks) | auto (bf16 on CUDA and on CPUs with
     AVX512-BF16/AMX, else fp32)."""
@@ -205,6 +209,7 @@ def validate(c: DTConfig) -> None:
     check_shared_dt(c)
     check_source(c)
     require(c.precision in ("fp32", "bf16", "auto"), f"--precision must be fp32, bf16 or auto, got '{c.precision}'")
+    require(c.activation in ACTIVATIONS, f"--activation must be gelu or relu, got '{c.activation}'")
     require(c.algo == "dapo-dt" or not (c.advantage_weighting or c.advantage_modulation),
             "--advantage-weighting/--advantage-modulation need the value head of --algo dapo-dt")
     for name, top in (("grad_steps", 10**9), ("batch_size", 65_536), ("n_layer", 256), ("n_head", 256),

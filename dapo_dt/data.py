@@ -156,9 +156,30 @@ def info(name: str, path: Optional[str] = None) -> dict:
            "return_min_q25_median_q75_max": [round(float(x), 2) for x in q],
            "episode_length_mean": float(lengths.mean()), "episode_length_max": int(lengths.max()),
            "observation_space": str(ds.observation_space), "action_space": str(ds.action_space)}
+    ref = reference_scores(ds.storage.metadata)
+    if ref is not None:
+        out.update({"ref_min_score": ref[0], "ref_max_score": ref[1]})
     if "policies" in meta:  # made by 'dapo dataset collect'
         out.update({"policies": meta["policies"], "epsilon": meta.get("epsilon")})
     return out
+
+
+def reference_scores(metadata: dict) -> Optional[tuple[float, float]]:
+    """Minari's (and D4RL's) ``(ref_min_score, ref_max_score)``: the mean returns of a random and an expert policy;
+    None when the dataset lacks either or they do not bracket a range (then no normalised score is reported)."""
+    try:
+        low, high = float(metadata["ref_min_score"]), float(metadata["ref_max_score"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (low, high) if math.isfinite(low) and math.isfinite(high) and high > low else None
+
+
+def normalised_score(score: float, ref: Optional[tuple[float, float]]) -> float:
+    """D4RL's normalised score ``100 (score - random) / (expert - random)``: 0 random, 100 expert; NaN without
+    reference scores."""
+    if ref is None:
+        return math.nan
+    return 100.0 * (score - ref[0]) / (ref[1] - ref[0])
 
 
 class DTBatch(NamedTuple):
@@ -194,6 +215,7 @@ class Trajectories:
     action_low: Optional[np.ndarray] = None   # (A,) Box bounds the actions were scaled by (Box actions only)
     action_high: Optional[np.ndarray] = None
     episode_lengths: Optional[np.ndarray] = None  # (E,)
+    ref_scores: Optional[tuple[float, float]] = None  # D4RL's (random, expert) mean returns, when the dataset has them
 
     @property
     def atari(self) -> bool:
@@ -241,6 +263,7 @@ class Trajectories:
             episodes = [episodes[i] for i in best]
         n_actions = 0 if box else int(ds.action_space.n)
         out = cls.from_episodes(episodes, n_actions, env_id or meta["env_id"], value_gamma=value_gamma)
+        out.ref_scores = reference_scores(ds.storage.metadata)
         if box:
             out.action_low = np.asarray(ds.action_space.low, np.float32)
             out.action_high = np.asarray(ds.action_space.high, np.float32)

@@ -23,7 +23,7 @@ class DecisionTransformer(Family):
 
         return RunSide(resolve=config.resolve, complete=config.complete, run=runner.run_experiment,
                        load_config=runner.load_run_config, evaluate=runner.evaluate_run, load=api.load,
-                       summary_line=runner.summary_line)
+                       summary_line=runner.summary_line, eval_line=runner.eval_line)
 
 
 FAMILY = DecisionTransformer()

@@ -66,6 +66,8 @@ class DTModelConfig:
     """Add the state-value head ``V(s_t)`` on the CNN features."""
     value_encoder: bool = False
     """Give V its own Nature CNN (trained by the value loss alone) instead of the imitation CNN's features."""
+    activation: str = "gelu_pytorch_tanh"
+    """GPT-2 MLP activation (transformers' name): GPT-2's tanh GELU, or "relu" (the DT paper's MuJoCo model)."""
     attn_implementation: str = "sdpa"
     """GPT-2 attention kernel, "sdpa" or "eager" (both deterministic on CPU)."""
     bf16: bool = False
@@ -96,7 +98,7 @@ class DecisionTransformer(nn.Module):
             attn_implementation=cfg.attn_implementation,
             # GPT-2's tanh-approximated GELU, as one native kernel (transformers' "gelu_new" is the same
             # formula written as several Python-level ops: a third of the CPU time of acting)
-            activation_function="gelu_pytorch_tanh",
+            activation_function=cfg.activation,
         )
         self.gpt = GPT2Model(gpt_cfg)
         # The timestep embedding is the only positional signal (as in the original DT): GPT-2's learned

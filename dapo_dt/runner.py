@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
+
 from core.training.checkpoint import check_counters, load_checkpoint, require, write_json
 from core.config.parsing import load_run_config as read_run_config
 from core.config.errors import ConfigError, RunInterrupted
@@ -14,6 +16,7 @@ from core.training.logging import MetricLogger, Progress
 from core.run.plotting import plot_learning_curve
 from core.run.runner import run_started, train_interruptibly
 from dapo_dt.config import DTConfig, complete
+from dapo_dt.data import normalised_score
 from dapo_dt.trainer import DTTrainer, human_normalised
 
 CHECKPOINT_KEYS = ("grad_step", "env_steps", "elapsed", "model", "optimizer", "scale", "target_return")
@@ -29,6 +32,8 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> DTConfig:
 def summary_line(s: dict) -> str:
     human = s.get("human_normalised")  # Atari only: flat-state envs have no human reference score
     human = f"; human-normalised {number(human, '.3f')}" if human is not None and human == human else ""
+    d4rl = s.get("normalised_score")  # datasets with D4RL-style reference scores
+    human += f"; normalised score {number(d4rl, '.1f')}" if d4rl is not None and d4rl == d4rl else ""
     return (f"{s['algo']} on {s['env']} ({s['dataset']}, {s['dataset_steps']} steps): {s['grad_steps']} gradient "
             f"steps, {s['online_env_steps']} online env steps in {s['wall_time_s']:.0f}s; eval "
             f"{number(s['eval_return_mean'])} +- {number(s['eval_return_std'])} (sample std{human}); outputs in "
@@ -75,7 +80,9 @@ def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: 
                "online_env_steps": trainer.env_steps, "wall_time_s": round(trainer.elapsed, 2),
                "target_return": trainer.target_return, "eval_return_mean": mean, "eval_return_std": std,
                "eval_std_convention": "sample std (ddof=1)", "eval_scores": scores,
-               "human_normalised": human_normalised(cfg.env, mean), "run_dir": str(run_dir)}
+               "human_normalised": human_normalised(cfg.env, mean),
+               "normalised_score": normalised_score(mean, trainer.ref_scores),
+               "ref_scores": None if trainer.ref_scores is None else list(trainer.ref_scores), "run_dir": str(run_dir)}
     write_json(Path(run_dir) / "summary.json", summary)
     return summary
 
@@ -101,10 +108,29 @@ def load_trainer(run_dir: Path, device: str = "cpu", env=None, trust_env: bool =
                           "backup or start a new run") from e
 
 
+class Scores(list):
+    """Episode returns, with the run's dataset's D4RL-style ``(random, expert)`` reference returns (None without)."""
+
+    ref_scores = None
+
+
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu", deterministic=None,
-                 trust_env: bool = False) -> list[float]:
+                 trust_env: bool = False) -> Scores:
     """``dapo eval RUN_DIR`` for dt/dapo-dt runs: whole games with the saved model, return scale and target
     return (no dataset needed).  Actions are sampled from the model's softmax, as in training."""
     if deterministic:
         raise ConfigError("Decision Transformers are evaluated by sampling their softmax; drop --no-stochastic")
-    return [ep.score for ep in load_trainer(run_dir, device, trust_env=trust_env).play(episodes, seed)]
+    trainer = load_trainer(run_dir, device, trust_env=trust_env)
+    scores = Scores(ep.score for ep in trainer.play(episodes, seed))
+    scores.ref_scores = trainer.ref_scores
+    return scores
+
+
+def eval_line(scores: list[float]) -> str:
+    """``dapo eval``'s line: the returns' mean and sample std, and D4RL's normalised score where the dataset had
+    reference scores."""
+    from core.run.registry import returns_line
+
+    ref = getattr(scores, "ref_scores", None)
+    extra = "" if ref is None else f" normalised_score {normalised_score(float(np.mean(scores)), ref):.1f}"
+    return returns_line(scores) + extra

@@ -36,8 +36,8 @@ from core.algo.advantages import explained_variance
 from dapo_dt.losses import action_loss, exponential_advantage_weights, masked_normalise
 from core.training.trainer import pick_device
 from dapo_dt.acting import Episode, play
-from dapo_dt.config import BC_ALGOS, DTConfig
-from dapo_dt.data import DTBatch, Trajectories, return_scale
+from dapo_dt.config import ACTIVATIONS, BC_ALGOS, DTConfig
+from dapo_dt.data import DTBatch, Trajectories, normalised_score, return_scale
 from dapo_dt.model import DecisionTransformer, DTModelConfig
 from dapo_dt.online import online_iteration
 
@@ -73,6 +73,7 @@ class DTTrainer:
         seed_everything(cfg.seed)
         if checkpoint is not None and load_data is False:  # evaluation only: no dataset needed
             self.data, self.scale, self.target_return = None, checkpoint["scale"], checkpoint["target_return"]
+            self.ref_scores = None  # set from the checkpoint below
             model_cfg = DTModelConfig(**checkpoint["model_config"])
         else:
             self.data = Trajectories.from_dataset(
@@ -80,6 +81,7 @@ class DTTrainer:
                 top_fraction=cfg.top_fraction if cfg.algo == "pct-bc" else None)
             check_data(cfg, self.data)
             self.scale = return_scale(self.data)
+            self.ref_scores = self.data.ref_scores  # D4RL-style (random, expert) returns: normalised scores
             self.target_return = (cfg.target_return if cfg.target_return is not None
                                   else float(self.data.episode_returns.max()))
             # Timesteps beyond the longest dataset game reuse the last trained row (the model clamps):
@@ -92,6 +94,7 @@ class DTTrainer:
                 action_high=None if d.action_high is None else [float(x) for x in d.action_high],
                 context_len=cfg.context_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                 n_embd=cfg.n_embd, max_timestep=int(self.data.timesteps.max()) + 1, dropout=cfg.dropout,
+                activation=ACTIVATIONS[cfg.activation],
                 advantage_modulation=cfg.advantage_modulation, value_head=cfg.algo == "dapo-dt",
                 value_encoder=cfg.separate_value_encoder, bf16=cfg.precision == "bf16")
         self.model = DecisionTransformer(model_cfg).to(self.device)
@@ -198,7 +201,8 @@ class DTTrainer:
         return {"grad_step": self.grad_step, "env_steps": self.env_steps, "elapsed": self.elapsed,
                 "model_config": dataclasses.asdict(self.model.cfg), "scale": self.scale,
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "clip": self.clip,
-                "batch_rng": self.rng.bit_generator.state, "rng": rng_state(), "target_return": self.target_return}
+                "batch_rng": self.rng.bit_generator.state, "rng": rng_state(), "target_return": self.target_return,
+                "ref_scores": None if self.ref_scores is None else list(self.ref_scores)}
 
     def load_state_dict(self, s: dict) -> None:
         self.grad_step, self.env_steps, self.elapsed = s["grad_step"], s["env_steps"], s["elapsed"]
@@ -207,6 +211,8 @@ class DTTrainer:
         self.clip, self.scale, self.target_return = s["clip"], s["scale"], s["target_return"]
         self.rng.bit_generator.state = s["batch_rng"]
         set_rng_state(s["rng"])
+        ref = s.get("ref_scores")  # absent in checkpoints from before reference scores
+        self.ref_scores = self.ref_scores if ref is None else (float(ref[0]), float(ref[1]))
 
     # --- the loop (core.training.loop.train_loop drives it) -------------------------------------------------
     stop_requested = False
@@ -249,7 +255,8 @@ class DTTrainer:
         scores = self.evaluate()
         self.last_eval = scores
         return {"eval/return_mean": float(np.mean(scores)), "eval/return_std": sample_std(scores),
-                "eval/human_normalised": human_normalised(self.cfg.env, float(np.mean(scores)))}
+                "eval/human_normalised": human_normalised(self.cfg.env, float(np.mean(scores))),
+                "eval/normalised_score": normalised_score(float(np.mean(scores)), self.ref_scores)}
 
 
 def check_data(cfg: DTConfig, data: Trajectories) -> None:

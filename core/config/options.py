@@ -175,7 +175,7 @@ class TrainConfig(SamplerOptions, HealthOptions, DivergenceOptions, WandbOptions
     checkpoint_every_s: float = 60.0
     """Seconds between checkpoints. One is also written after the first update, at the end and on Ctrl-C."""
     snapshot_every: Optional[int] = None
-    """Keep the policy every this many env steps in snapshots/. Behaviour policies for 'dapo dataset collect'."""
+    """Keep the policy every this many env steps (and the initial one) in snapshots/. For 'dapo dataset collect|d4rl'."""
     progress: bool = True
     """Show progress: a bar on a terminal, else a line every few s."""
     progress_every_s: float = 10.0

@@ -154,6 +154,8 @@ class Trainer(HealthRecords):
         c = self.cfg
         lr_pi, lr_v = self._set_learning_rates()
         eps_low, eps_high, eps_v = self.clip_ranges()
+        if c.snapshot_every and self.global_step == 0:  # the initial policy too: the first one that acted
+            self.save_snapshot()
         t0 = time.perf_counter()
         batch = self.batch_size
         has_next = self.global_step + batch < c.total_steps  # another iteration follows this one
