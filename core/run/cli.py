@@ -1,7 +1,8 @@
 """The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run (``--video DIR`` records it),
 ``dapo recipes`` lists the shipped recipes, ``dapo bench NAME`` runs a benchmark script of a source checkout
 (:mod:`core.run.bench`), ``dapo export RUN_DIR --onnx FILE`` writes a run's policy for onnxruntime
-(:mod:`core.run.export`); packages add more (``dapo dataset``) through :mod:`core.run.registry`.
+(:mod:`core.run.export`), ``dapo tune SPACE --study-dir DIR`` searches run options into a recipe
+(:mod:`core.run.tune`); packages add more (``dapo dataset``) through :mod:`core.run.registry`.
 
 Every algorithm family registers itself (:mod:`core.run.registry`), so ``core`` imports nothing above it.  The family is
 chosen before parsing (from ``--algo``, a resumed run, a recipe file, or an env only one family claims), so that
@@ -82,24 +83,12 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    config_cls = family.config_class
-    names = {f.name for f in dataclasses.fields(config_cls)}
+    names = {f.name for f in dataclasses.fields(family.config_class)}
     usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
     run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
                          formatter_class=CompactHelp, description=_run_description(family, found))
-    groups = add_config_flags(run, config_cls, skip=("recipe", "extensions"))
-    experiment = groups.get("experiment", run)
-    if "recipe" in names:
-        experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
-                                help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
-    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
-    experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
-    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
-    if "extensions" in names:
-        from core import extensions
-
-        ext = run.add_argument_group("extensions", "\n".join(extensions.help_lines()))
-        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None, help=EXT_HELP)
+    add_run_options(run, family, resume=True)
+    _add_tune_parser(sub, family)
     ev = sub.add_parser("eval", help="evaluate a saved run", formatter_class=CompactHelp,
                         description="Roll out a saved run's policy (with its saved observation normaliser) and print "
                                     "the mean and sample std of the returns.")
@@ -123,6 +112,50 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
         else:
             sub.add_parser(command.name, help=command.help, add_help=False)
     return parser
+
+
+def add_run_options(parser: argparse.ArgumentParser, family: Family, resume: bool) -> None:
+    """The ``dapo run`` options of ``family`` (``dapo tune`` takes them as the base of its trials)."""
+    names = {f.name for f in dataclasses.fields(family.config_class)}
+    groups = add_config_flags(parser, family.config_class, skip=("recipe", "extensions"))
+    experiment = groups.get("experiment", parser)
+    if "recipe" in names:
+        experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
+                                help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
+    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
+    if resume:
+        experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
+    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
+    if "extensions" in names:
+        from core import extensions
+
+        ext = parser.add_argument_group("extensions", "\n".join(extensions.help_lines()))
+        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None, help=EXT_HELP)
+
+
+TUNE_USAGE = "dapo tune SPACE --study-dir DIR [--n-trials N] [tune options] [dapo run options: the base]"
+TUNE_DESCRIPTION = (
+    "Search dapo run options with Optuna. SPACE is a YAML file of option: range (lr: {low: 1.0e-4, high: 3.0e-3, "
+    "log: true}; num_epochs: {low: 2, high: 10}; hidden_sizes: {choices: [[64, 64], [256, 256]]}); the dapo run "
+    "options given (--env, --algo, --total-steps, --recipe, ...) are the base of every trial. Trial N is a run "
+    "directory, DIR/trials/NNNN; the study is DIR/study.db (SQLite): run the same command again to continue it, or "
+    "in several processes at once to share it. After each trial: DIR/best_recipe.yaml (dapo run --recipe "
+    "DIR/best_recipe.yaml), DIR/trials.csv, trials.md and trials.png. Needs optuna (pip install "
+    "'dapo-toolkit[tune]').")
+
+
+def _add_tune_parser(sub, family: Family) -> None:
+    from core.run.tune import TuneOptions
+
+    tune = sub.add_parser("tune", help="search dapo run options with Optuna; the best trial becomes a recipe",
+                          usage=TUNE_USAGE, formatter_class=CompactHelp,
+                          description=textwrap.fill(TUNE_DESCRIPTION, 96))
+    tune.add_argument("space", type=Path, metavar="SPACE", help="YAML file: the searched options and their ranges")
+    group = add_config_flags(tune, TuneOptions)["tune"]
+    group.add_argument("--study-dir", type=Path, required=True, metavar="DIR",
+                       help="The study's directory: study.db, trials/, best_recipe.yaml, trials.csv/.md/.png "
+                            "(an existing study there continues)")
+    add_run_options(tune, family, resume=False)
 
 
 def _run_description(family: Family, found: Plugins) -> str:
@@ -167,6 +200,27 @@ def _run(args, family: Family) -> int:
         from core.algo.health import event_lines
 
         print("\n".join([*event_lines(summary.get("health_event_log", [])), side.summary_line(summary)]))
+    return 0
+
+
+def _tune(args, family: Family) -> int:
+    from core.run.tune import options_from_args, run_study
+
+    names = {f.name for f in dataclasses.fields(family.config_class)}
+    base = explicit_from_args(args, names - {"recipe", "extensions"})
+    try:
+        result = run_study(args.space, args.study_dir, base, family, options_from_args(args), args.trust_env)
+    except (KeyboardInterrupt, RunInterrupted):
+        print(f"interrupted: the study in {args.study_dir} stays; run the same dapo tune command to continue it",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if result.best_trial is None:
+        print(f"study {args.study_dir}: no trial completed; see {args.study_dir}/trials.csv")
+        return 0
+    values = " ".join(f"{k}={v}" for k, v in result.best_params.items())
+    print(f"study {args.study_dir}: best trial {result.best_trial}, {options_from_args(args).objective}"
+          f" return {result.best_value:.4g} ({values}); table {args.study_dir}/trials.csv; train it with: dapo run "
+          f"--recipe {result.best_recipe}")
     return 0
 
 
@@ -284,12 +338,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raw = {c.name: c for c in found.commands if c.raw}
         if argv and argv[0] in raw:
             return raw[argv[0]].run(argv[1:]) or 0
-        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval") else found.select()
+        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval", "tune") else found.select()
         args = build_parser(family, found).parse_args(argv)
         if args.command == "run":
             return _run(args, family)
         if args.command == "eval":
             return _eval(args, family)
+        if args.command == "tune":
+            return _tune(args, family)
         chosen = next(c for c in found.commands if c.name == args.command)
         return chosen.run(args) or 0
     except ConfigError as e:
