@@ -194,9 +194,12 @@ def _reporter(trial, options: TuneOptions, optuna):
     last = [0]
 
     def hook(trainer, metrics) -> None:
+        budget = getattr(trainer.cfg, "total_steps", None)  # a family counting its budget otherwise: no reports
         value = trainer.recent_return()
-        percent = min(100, 100 * trainer.global_step // max(1, trainer.cfg.total_steps))
-        if math.isnan(value) or percent <= last[0]:
+        if not budget or math.isnan(value):
+            return
+        percent = min(100, 100 * trainer.global_step // budget)
+        if percent <= last[0]:
             return
         for step in range(last[0] + 1, percent + 1):
             trial.report(value, step)
