@@ -133,9 +133,10 @@ def test_mujoco_warnings_are_shown_once_per_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", MUJOCO_TWICE_THEN_OURS], cwd=tmp_path, capture_output=True, text=True,
                          env={**__import__("os").environ, "PYTHONPATH": str(repo)}, timeout=120)
     assert out.returncode == 0, out.stderr
-    if out.stderr.count("WARNING: compiler attribute 'settotalmass'") != 2:
+    own = out.stderr.count("WARNING: compiler attribute 'settotalmass'")  # MuJoCo's own handler's lines
+    if own == 0:
         pytest.skip("this MuJoCo does not warn of HalfCheetah's settotalmass")
-    ours = "MuJoCo warning (shown once): compiler attribute 'settotalmass'"
-    assert out.stderr.count(ours) == 1 and out.stderr.count("settotalmass") == 3, out.stderr  # 4 envs, one line
+    ours = out.stderr.count("MuJoCo warning (shown once): compiler attribute 'settotalmass'")
+    assert (own, ours) == (2, 1), out.stderr  # the 2 baseline compiles; then 4 envs made (one vector of two): 1 line
     (tmp_path / "MUJOCO_LOG.TXT").unlink()  # written by the two baseline compiles only
     assert not list(tmp_path.iterdir())
