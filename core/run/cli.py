@@ -20,13 +20,11 @@ from typing import Optional, Sequence
 
 import yaml
 
-from core.training.checkpoint import disk_full_cause
 from core.config.flags import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED
 from core.config.errors import ConfigError, RunInterrupted
 from core.config.limits import check_device
 from core.run.registry import Command, Family, Plugins, plugins
-from core.run.rundir import os_error_line
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
@@ -79,7 +77,13 @@ def _algorithms_text(found: Plugins) -> str:
     return "Algorithms: " + "; ".join(parts) + "." + missing
 
 
-def build_parser(family: Family, found: Plugins) -> OneLineParser:
+def build_parser(family: Family, found: Plugins, command: Optional[str] = None) -> OneLineParser:
+    """The ``dapo`` parser with ``family``'s ``dapo run`` options.  ``command``: only that subcommand gets its options
+    (the others are listed by name and help), so that ``dapo --help`` or ``dapo eval ...`` builds no run options and
+    imports no extension (nor torch); None: every subcommand gets them (docs/options.md)."""
+    def full(name: str) -> bool:
+        return command is None or command == name
+
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -87,11 +91,23 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
     usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
     run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
                          formatter_class=CompactHelp, description=_run_description(family, found))
-    add_run_options(run, family, resume=True)
-    _add_tune_parser(sub, family)
+    if full("run"):
+        add_run_options(run, family, resume=True)
+    _add_tune_parser(sub, family, full("tune"))
     ev = sub.add_parser("eval", help="evaluate a saved run", formatter_class=CompactHelp,
                         description="Roll out a saved run's policy (with its saved observation normaliser) and print "
                                     "the mean and sample std of the returns.")
+    if full("eval"):
+        _add_eval_arguments(ev)
+    for extra in found.commands:
+        if not extra.raw and full(extra.name):
+            extra.add_arguments(sub.add_parser(extra.name, help=extra.help, formatter_class=CompactHelp))
+        else:
+            sub.add_parser(extra.name, help=extra.help, add_help=False)
+    return parser
+
+
+def _add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     ev.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
     ev.add_argument("--episodes", type=int, default=None,
                     help="Episodes to run [10; grpo-lm/dapo-lm: held-out problems, the run's --eval-problems]")
@@ -106,12 +122,6 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
                     help="Record every episode into DIR (created if missing): MP4 with moviepy or imageio-ffmpeg "
                          "installed, else GIF (Gymnasium runs)")
     ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
-    for command in found.commands:
-        if not command.raw:
-            command.add_arguments(sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp))
-        else:
-            sub.add_parser(command.name, help=command.help, add_help=False)
-    return parser
 
 
 def add_run_options(parser: argparse.ArgumentParser, family: Family, resume: bool) -> None:
@@ -144,12 +154,14 @@ TUNE_DESCRIPTION = (
     "'dapo-toolkit[tune]').")
 
 
-def _add_tune_parser(sub, family: Family) -> None:
-    from core.run.tune import TuneOptions
-
+def _add_tune_parser(sub, family: Family, full: bool) -> None:
     tune = sub.add_parser("tune", help="search dapo run options with Optuna; the best trial becomes a recipe",
                           usage=TUNE_USAGE, formatter_class=CompactHelp,
                           description=textwrap.fill(TUNE_DESCRIPTION, 96))
+    if not full:
+        return
+    from core.run.tune import TuneOptions
+
     tune.add_argument("space", type=Path, metavar="SPACE", help="YAML file: the searched options and their ranges")
     group = add_config_flags(tune, TuneOptions)["tune"]
     group.add_argument("--study-dir", type=Path, required=True, metavar="DIR",
@@ -339,7 +351,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if argv and argv[0] in raw:
             return raw[argv[0]].run(argv[1:]) or 0
         family = pick_family(argv, found) if argv and argv[0] in ("run", "eval", "tune") else found.select()
-        args = build_parser(family, found).parse_args(argv)
+        args = build_parser(family, found, argv[0] if argv and not argv[0].startswith("-") else "").parse_args(argv)
         if args.command == "run":
             return _run(args, family)
         if args.command == "eval":
@@ -355,6 +367,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"dapo {command}: error: the input nests too deep to read; write flatter values", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
+        from core.run.rundir import os_error_line
+        from core.training.checkpoint import disk_full_cause  # torch: imported once a command runs, not for --help
+
         full = disk_full_cause(e)
         if full is not None:
             print(one_line(f"dapo {command}: error: {full.strerror}; the last checkpoint is intact: free space, then "
