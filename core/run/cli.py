@@ -37,7 +37,7 @@ TRUST_HELP = ("Make an env that a file (the run's config.yaml, a recipe) names a
               "that module's code; only for files you trust.")
 
 
-GYM_RUNS = "Gymnasium-family runs (ppo, grpo, dapo)"  # what dapo export and dapo eval --video take
+GYM_RUNS = "Gymnasium-family runs (ppo, grpo, dapo)"  # what dapo export takes
 
 
 MAX_LINE = 1000  # characters of an error line: a message never echoes megabytes
@@ -120,7 +120,7 @@ def _add_eval_arguments(ev: argparse.ArgumentParser) -> None:
                          "off]")
     ev.add_argument("--video", type=Path, default=None, metavar="DIR",
                     help="Record every episode into DIR (created if missing): MP4 with moviepy or imageio-ffmpeg "
-                         "installed, else GIF (Gymnasium runs)")
+                         "installed, else GIF (Gymnasium and PettingZoo runs)")
     ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
 
 
@@ -249,7 +249,8 @@ def _eval(args, family: Family) -> int:
     video = {}
     if args.video is not None:
         if not side.video:
-            raise ConfigError(f"--video records {GYM_RUNS}; {args.run_dir} is a {family.name} run")
+            raise ConfigError(f"--video records the episodes of {GYM_RUNS} and PettingZoo runs; {args.run_dir} is a "
+                              f"{family.name} run")
         from core.run.video import check_video_dir
 
         video = {"video_dir": check_video_dir(args.video)}
