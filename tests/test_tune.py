@@ -76,7 +76,7 @@ def test_a_trial_of_a_killed_process_is_not_counted(tmp_path):
     orphan = optuna.load_study(study_name=STUDY_NAME, storage=storage).ask()
     orphan.set_user_attr("host", os.uname().nodename)
     orphan.set_user_attr("pid", dead.pid)
-    result = core.tune(space, study, n_trials=2, **options)
+    result = core.tune(space, study, n_trials=2, progress_every_s=5.0, **options)  # display options may differ
     states = [t.state.name for t in optuna.load_study(study_name=STUDY_NAME, storage=storage).trials]
     assert states[1] == "FAIL" and len(states) == 3 and states[2] in ("COMPLETE", "PRUNED")
     assert result.best_recipe == study / "best_recipe.yaml" and result.best_params.keys() == {"num_epochs"}

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Literal, NamedTuple, Optional, Union
 
 from core.config.errors import ConfigError, RunInterrupted, shown
 from core.config.parsing import to_plain
-from core.run.tune_space import Param, load_space
+from core.run.tune_space import NOT_IN_RECIPE, Param, load_space
 
 STUDY_NAME = "dapo-tune"
 INSTALL = "pip install 'dapo-toolkit[tune]'"  # pyproject's project name and extra
@@ -110,6 +110,7 @@ def check_study_dir(study_dir: Path) -> bool:
 
 def _plan(params: list[Param], base: dict, objective: str) -> str:
     """What a study searches and over which base, as stored with it: a resumed study must search the same."""
+    base = {k: v for k, v in base.items() if k not in NOT_IN_RECIPE}
     return json.dumps({"space": {p.name: p.spec() for p in params}, "base": to_plain(base), "objective": objective},
                       sort_keys=True, default=str)
 

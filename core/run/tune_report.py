@@ -11,13 +11,11 @@ from typing import Any, Optional
 
 import yaml
 
-from core.config.parsing import RESUMABLE_OVERRIDES, to_plain
+from core.config.parsing import to_plain
 from core.run import recipes
-from core.run.tune_space import Param
+from core.run.tune_space import NOT_IN_RECIPE, Param
 from core.training.checkpoint import atomic_write
 
-# how a run is shown or where it runs, not what it learns: left out of the best recipe
-NOT_IN_RECIPE = RESUMABLE_OVERRIDES - {"total_steps", "eval_episodes"}
 OBJECTIVE_TEXT = {"train": "mean return of the last 10 training episodes",
                   "eval": "mean return of the evaluation episodes after training"}
 

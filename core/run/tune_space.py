@@ -23,7 +23,7 @@ import yaml
 
 from core.config.errors import ConfigError, shown
 from core.config.fields import unwrap_optional
-from core.config.parsing import check_known, coerce, read_yaml, to_plain
+from core.config.parsing import RESUMABLE_OVERRIDES, check_known, coerce, read_yaml, to_plain
 
 RANGE_KEYS = ["low", "high", "log", "step"]
 SPEC_KEYS = [*RANGE_KEYS, "choices"]
@@ -32,6 +32,9 @@ NOT_TUNABLE = {"run_dir": "each trial gets STUDY_DIR/trials/NNNN",
                "recipe": "give base recipes with --recipe; a space searches option values",
                "extensions": "turn extensions on with --ext or a base recipe"}
 MAX_CHOICES = 1000
+# how a run is shown or where it runs, not what it learns: left out of the best recipe and free to differ when a
+# study is continued
+NOT_IN_RECIPE = RESUMABLE_OVERRIDES - {"total_steps", "eval_episodes"}
 
 
 @dataclass(frozen=True)
