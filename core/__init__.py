@@ -1,6 +1,7 @@
 """DAPO toolkit core: PPO, GRPO and DAPO for Gymnasium, and the building blocks every family shares.
 
-Python API (``docs`` in README): :func:`train` a run, :func:`load` its agent (``predict``, ``evaluate``).
+Python API (``docs`` in README): :func:`train` a run, :func:`load` its agent (``predict``, ``evaluate``),
+:func:`compare` runs, :func:`tune` run options with Optuna.
 Building blocks, each usable on its own: the losses, GAE and GRPO's lambda rule, DAPO's dynamic sampler and its
 temperature rules, the health monitors, the schedules, and the extension interface.  Algorithm definitions:
 ``docs/algorithms.md``.
@@ -21,6 +22,7 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "train": "core.run.api", "load": "core.run.api", "Agent": "core.run.api", "EvalResult": "core.run.api",
     "RunResult": "core.run.api", "compare": "core.run.compare", "Comparison": "core.run.compare",
+    "tune": "core.run.tune", "TuneResult": "core.run.tune",
     "TrainConfig": "core.config.options", "ConfigError": "core.config.errors", "RunInterrupted": "core.config.errors",
     "policy_loss": "core.algo.losses", "value_loss": "core.algo.losses", "entropy_bonus": "core.algo.losses",
     "combined_objective": "core.algo.losses", "explained_variance": "core.algo.losses",
@@ -36,7 +38,7 @@ _EXPORTS = {
     "Extension": "core.extensions", "register_extension": "core.extensions:register",
 }
 __all__ = [  # the same names as _EXPORTS (tests/test_layers.py checks)
-    "train", "load", "Agent", "EvalResult", "RunResult", "compare", "Comparison", "TrainConfig", "ConfigError", "RunInterrupted",
+    "train", "load", "Agent", "EvalResult", "RunResult", "compare", "Comparison", "tune", "TuneResult", "TrainConfig", "ConfigError", "RunInterrupted",
     "policy_loss", "value_loss", "entropy_bonus", "combined_objective", "explained_variance",
     "gae", "next_state_values", "AutoLambda",
     "DynamicSampler", "Temperature", "Transitions", "sampling_probs", "effective_sample_size", "systematic_draws",
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # the same names for type checkers and editors ("go to defini
     from core.extensions import Extension, register as register_extension
     from core.run.api import Agent, EvalResult, RunResult, load, train
     from core.run.compare import Comparison, compare
+    from core.run.tune import TuneResult, tune
     from core.training.update import UpdateSettings, ppo_update
 
 

@@ -9,9 +9,32 @@
 - :mod:`dapo_dt.trainer`: offline DT / DAPO-DT training and evaluation; :mod:`dapo_dt.online`: online
   fine-tuning (imitation for DT, DAPO's clipped ratio with a KL-driven clip for DAPO-DT).
 """
-from dapo_dt.api import DTAgent, load, train
-from dapo_dt.config import DT_ALGOS, DTConfig
-from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss, weighted_mse_action_loss
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> its module, imported on first use (PEP 562): the family's registration (family.py) and ``dapo --help``
+# import no trainer and no torch
+_EXPORTS = {
+    "train": "dapo_dt.api", "load": "dapo_dt.api", "DTAgent": "dapo_dt.api", "DTConfig": "dapo_dt.config",
+    "DT_ALGOS": "dapo_dt.config", "weighted_action_loss": "dapo_dt.losses",
+    "weighted_mse_action_loss": "dapo_dt.losses", "exponential_advantage_weights": "dapo_dt.losses",
+}
+
+if TYPE_CHECKING:
+    from dapo_dt.api import DTAgent, load, train
+    from dapo_dt.config import DT_ALGOS, DTConfig
+    from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss, weighted_mse_action_loss
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["train", "load", "DTAgent", "DTConfig", "DT_ALGOS", "weighted_action_loss", "weighted_mse_action_loss",
            "exponential_advantage_weights"]

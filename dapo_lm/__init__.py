@@ -6,7 +6,29 @@
 - :mod:`dapo_lm.trainer`: warm start, then RL with the losses of :mod:`dapo_lm.losses` and the group filter of
   :mod:`dapo_lm.group_filter`; :mod:`dapo_lm.health`: entropy, clip, length and zero-variance monitors.
 """
-from dapo_lm.api import LMAgent, load, train
-from dapo_lm.config import LM_ALGOS, LMConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> its module, imported on first use (PEP 562): the family's registration (family.py) and ``dapo --help``
+# import no trainer and no torch
+_EXPORTS = {
+    "train": "dapo_lm.api", "load": "dapo_lm.api", "LMAgent": "dapo_lm.api", "LMConfig": "dapo_lm.config",
+    "LM_ALGOS": "dapo_lm.config",
+}
+
+if TYPE_CHECKING:
+    from dapo_lm.api import LMAgent, load, train
+    from dapo_lm.config import LM_ALGOS, LMConfig
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["train", "load", "LMAgent", "LMConfig", "LM_ALGOS"]

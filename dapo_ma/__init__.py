@@ -4,7 +4,29 @@ Python API: :func:`train`, :func:`load` (agents with ``predict`` and ``evaluate`
 Algorithms: ippo, mappo, dapo-ma (one on-policy trainer, :mod:`dapo_ma.ppo`, differing by recipes) and maddpg
 (:mod:`dapo_ma.maddpg`).
 """
-from dapo_ma.api import MAAgent, load, train
-from dapo_ma.config import MA_ALGOS, MAConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> its module, imported on first use (PEP 562): the family's registration (family.py) and ``dapo --help``
+# import no trainer and no torch
+_EXPORTS = {
+    "train": "dapo_ma.api", "load": "dapo_ma.api", "MAAgent": "dapo_ma.api", "MAConfig": "dapo_ma.config",
+    "MA_ALGOS": "dapo_ma.config",
+}
+
+if TYPE_CHECKING:
+    from dapo_ma.api import MAAgent, load, train
+    from dapo_ma.config import MA_ALGOS, MAConfig
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["train", "load", "MAAgent", "MAConfig", "MA_ALGOS"]

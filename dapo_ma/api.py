@@ -58,12 +58,19 @@ def load(run_dir: Union[str, Path], device: str = "cpu", env: Union[None, str, C
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int, device: str = "cpu",
-                 deterministic: Optional[bool] = None, trust_env: bool = False) -> list[float]:
-    """``dapo eval`` for this family: load ``run_dir``'s config and checkpoint and evaluate its actor."""
+                 deterministic: Optional[bool] = None, trust_env: bool = False,
+                 video_dir: Optional[Path] = None) -> list[float]:
+    """``dapo eval`` for this family: load ``run_dir``'s config and checkpoint and evaluate its actor (``video_dir``:
+    record the episodes there)."""
     from dapo_ma.evaluation import evaluate
 
+    if video_dir is not None:  # before the checkpoint is read: bad input costs nothing
+        from core.run.video import check_video_dir, frame_format
+
+        check_video_dir(Path(video_dir))
+        frame_format()
     agent = load(run_dir, device, trust_env=trust_env)
-    return evaluate(agent.config, agent.actor, episodes, seed, agent.device, deterministic is not False)
+    return evaluate(agent.config, agent.actor, episodes, seed, agent.device, deterministic is not False, video_dir)
 
 
 class MAAgent:
@@ -92,11 +99,14 @@ class MAAgent:
                 out[a] = int(actions[i]) if lay.discrete else np.clip(actions[i][:n], lay.low[i, :n], lay.high[i, :n])
         return out
 
-    def evaluate(self, episodes: int = 10, seed: int = 12345, deterministic: bool = True) -> EvalResult:
-        """Whole episodes: each return is the per-agent return averaged over agents."""
+    def evaluate(self, episodes: int = 10, seed: int = 12345, deterministic: bool = True,
+                 video_dir: Union[None, str, Path] = None) -> EvalResult:
+        """Whole episodes: each return is the per-agent return averaged over agents; ``video_dir``: record each
+        episode there (MP4 or GIF, :mod:`core.run.video`; the env must render ``rgb_array`` frames)."""
         from core.run.evaluation import mean_std
         from dapo_ma.evaluation import evaluate
 
-        returns = evaluate(self.config, self.actor, episodes, seed, self.device, deterministic)
+        returns = evaluate(self.config, self.actor, episodes, seed, self.device, deterministic,
+                           None if video_dir is None else Path(video_dir))
         mean, std = mean_std(returns)
         return EvalResult(mean, std, returns)

@@ -21,7 +21,7 @@ class PettingZoo(Family):
 
         return RunSide(resolve=config.resolve, complete=config.complete, run=runner.run_experiment,
                        load_config=runner.load_run_config, evaluate=api.evaluate_run, load=api.load,
-                       summary_line=runner.summary_line)
+                       summary_line=runner.summary_line, video=True)
 
     def claims_env(self, env: str) -> bool:
         from dapo_ma.envs import claims_env

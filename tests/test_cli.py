@@ -274,3 +274,25 @@ def test_plain_progress_prints_the_final_line_once():
     p.update(256, 1000.0, 20.0)  # a one-iteration run: the first update is already the last
     p.close()
     assert out.getvalue().count("step 256/256") == 1, out.getvalue()
+
+
+HEAVY = ("torch", "gymnasium", "numpy", "transformers", "optuna", "mujoco")
+ARGVS = (["--help"], ["run", "--help"], ["run", "--algo", "mappo", "--help"], ["tune", "--help"], ["eval", "--help"],
+         ["compare", "--help"], ["run", "--lr", "x"], ["nope"])
+
+
+def test_help_and_argument_errors_import_no_torch():
+    """Issue #58 rough edge 6: every dapo command took ~3.5 s to start, --help too, because building the parser
+    imported torch (through the checkpoint module, the extensions and the families' packages)."""
+    import json
+
+    script = ("import json, sys\nfrom core.run.cli import main\nout = {}\n"
+              f"for argv in {ARGVS!r}:\n"
+              "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+              f"    out[' '.join(argv)] = [m for m in {HEAVY!r} if m in sys.modules]\n"
+              "print(json.dumps(out))\n")
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == {" ".join(argv): [] for argv in ARGVS}, loaded

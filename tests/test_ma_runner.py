@@ -128,3 +128,31 @@ def test_dapo_ma_beats_random_on_simple_spread(tmp_path):
     trained = float(np.mean(evaluate_run(tmp_path / "run", 60, seed=7, deterministic=False)))
     assert summary["final_return_mean"] > random_return + 3.0, (summary["final_return_mean"], random_return)
     assert trained > random_return + 3.0, (trained, random_return)
+
+
+def test_eval_video_records_pettingzoo_episodes_as_gif(tmp_path, monkeypatch, capsys):
+    """dapo eval --video on a multi-agent run: the env made with render_mode="rgb_array", one GIF per episode, the
+    same episodes as without video."""
+    from PIL import Image
+
+    import core.run.video
+    from core.run.cli import main
+
+    pytest.importorskip("PIL")
+    monkeypatch.setattr(core.run.video, "frame_format", lambda: "gif")
+    run = tmp_path / "run"
+    assert main(["run", "--algo", "mappo", "--env", "simple_spread_v3", "--env-kwargs", "N=2 max_cycles=8",
+                 "--total-steps", "64", "--num-envs", "2", "--num-steps", "16", "--eval-episodes", "1",
+                 "--no-progress", "--no-tensorboard", "--run-dir", str(run)]) == 0
+    videos = tmp_path / "videos"
+    assert main(["eval", str(run), "--episodes", "2", "--video", str(videos)]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in videos.iterdir()) == ["eval-episode-0.gif", "eval-episode-1.gif"]
+    for path in videos.iterdir():
+        with Image.open(path) as gif:  # the first frame, then one per step but the last (the env resets within it)
+            assert gif.n_frames > 3 and min(gif.size) > 100, (gif.n_frames, gif.size)
+    assert main(["eval", str(run), "--episodes", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == printed.splitlines()[-2]
+    (tmp_path / "file").write_text("x")
+    assert main(["eval", str(run), "--video", str(tmp_path / "file")]) == 2
+    assert "is a file" in capsys.readouterr().err

@@ -9,10 +9,10 @@ proximal log-probs and both update backends (core/training/update.py, core/train
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:  # torch is imported where used: the proximal_clip extension is read for --help, which loads no torch
+    from torch import Tensor
 
 PROXIMAL_WEIGHT_CAP = 2.0  # a one-update lag gives weights near 1; the cap only bounds rare outliers
 
@@ -26,12 +26,14 @@ class Proximal(NamedTuple):
     weight: Tensor
 
 
-@torch.no_grad()
 def proximal_anchor(logp_prox: Tensor, logp_behaviour: Tensor,
                     cap: float = PROXIMAL_WEIGHT_CAP) -> tuple[Proximal, dict[str, float]]:
     """:class:`Proximal` from the two log-probs ``(size,)`` (weights capped at ``cap``), and ``train/lag_kl``, the
     k3 estimate of KL(behaviour || proximal): how far the data's policy lags behind the one being updated."""
-    log_w = logp_prox - logp_behaviour
-    w = log_w.exp()
-    lag_kl = float(((w - 1) - log_w).mean())
+    import torch
+
+    with torch.no_grad():
+        log_w = logp_prox - logp_behaviour
+        w = log_w.exp()
+        lag_kl = float(((w - 1) - log_w).mean())
     return Proximal(logp_prox, w.clamp(max=cap)), {"train/lag_kl": lag_kl}

@@ -239,12 +239,20 @@ def coerce_mapping(raw: Any, cls: type, where: str, reserved: tuple[str, ...] = 
         if name in reserved:
             out[name] = value
             continue
-        if name not in names:
-            close = [PEER_NAMES[name]] if PEER_NAMES.get(name) in names else difflib.get_close_matches(name, names, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"{where}: unknown option {shown(str(key))}{hint}")
+        check_known(str(key), names, where)
         out[name] = coerce(name, value, hints[name], where)
     return out
+
+
+def check_known(key: str, names: list[str], where: str) -> str:
+    """``key`` (dashes or underscores) as a field name of ``names``; an unknown one: one line with a "did you mean"
+    (also for the option names of other libraries, :data:`PEER_NAMES`)."""
+    name = key.replace("-", "_")
+    if name not in names:
+        close = [PEER_NAMES[name]] if PEER_NAMES.get(name) in names else difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"{where}: unknown option {shown(key)}{hint}")
+    return name
 
 
 def to_plain(value: Any) -> Any:

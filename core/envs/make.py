@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from core.envs import minigrid
+from core.envs import minigrid, mujoco_log
 from core.config.errors import ConfigError
 from core.config.limits import check_env_sizes
 
@@ -150,8 +150,10 @@ def check_env_id(env_id: str) -> None:
 
 def make_env(env: str, env_kwargs: Optional[dict] = None, **extra) -> gym.Env:
     """One env, with one-line errors for bad kwargs or a failing constructor."""
+    gym_id = resolve_env_id(env)
+    mujoco_log.show_once(gym.registry.get(gym_id))
     try:
-        made = gym.make(resolve_env_id(env), **constructor_kwargs(env, env_kwargs), **extra)
+        made = gym.make(gym_id, **constructor_kwargs(env, env_kwargs), **extra)
     except ConfigError:
         raise
     except Exception as e:  # missing simulator, bad kwargs, the user's constructor failing: one line for the user
@@ -170,6 +172,7 @@ def make_vec_env(env_id: str, num_envs: int, asynchronous: bool = False,
     if is_atari(env_id):
         raise ConfigError(f"{env_id}: Atari ids need the DQN preprocessing of core.envs.atari.AtariBackend or EnvPool; "
                           "make them with core.envs.backends.make_backend")
+    mujoco_log.show_once(gym.registry.get(gym_id))
     kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
     kwargs.update({"shared_memory": True} if asynchronous else {"copy": False})
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import gymnasium as gym
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
 from core.config.errors import ConfigError
 from core.extensions import Extension, register
-from core.algo.schedules import linear
+
+if TYPE_CHECKING:  # torch, NumPy, Gymnasium and the schedules are imported where used: the registry is read for --help
+    import torch
 
 
 @dataclass
@@ -49,6 +48,8 @@ def floor_at(level: float, progress: float, anneal: bool, start: float = 0.0) ->
     and then falling linearly to zero at the end (-inf there): ``level + log(min(1, (1 - progress) / (1 - start)))``."""
     if not anneal:
         return level
+    from core.algo.schedules import linear
+
     rate = 1.0 / (1.0 - start)  # written as the committed runs computed it, so their floats are reproduced bit for bit
     remaining = min(linear(rate, rate - rate, progress), 1.0)
     return level + math.log(remaining) if remaining > 0 else -math.inf
@@ -56,6 +57,9 @@ def floor_at(level: float, progress: float, anneal: bool, start: float = 0.0) ->
 
 def log_half_range(act_space, device) -> torch.Tensor:
     """(act_dim,) log of each action's half-range (high - low) / 2 (0 for actions in +-1)."""
+    import numpy as np
+    import torch
+
     half_range = (np.asarray(act_space.high, np.float64) - np.asarray(act_space.low, np.float64)) / 2
     if not np.all(np.isfinite(half_range) & (half_range > 0)):
         raise ConfigError(f"extension noise_floor: relative=true needs finite action bounds, and these are "
@@ -71,6 +75,8 @@ class NoiseFloor(Extension):
 
     @classmethod
     def check(cls, options: NoiseFloorOptions, cfg, action_space) -> None:
+        import gymnasium as gym
+
         if not isinstance(action_space, gym.spaces.Box):
             raise ConfigError(f"extension noise_floor acts on a Gaussian policy's noise, and {cfg.env} has "
                               f"{type(action_space).__name__} actions; remove it (--ext noise_floor off)")
@@ -81,6 +87,8 @@ class NoiseFloor(Extension):
             log_half_range(action_space, "cpu")
 
     def __init__(self, options: NoiseFloorOptions, trainer):
+        import torch
+
         super().__init__(options, trainer)
         self.check(options, trainer.cfg, trainer.action_space)
         log_std = trainer.actor.log_std
@@ -93,11 +101,13 @@ class NoiseFloor(Extension):
         text += " x each action's half-range" if o.relative else ""
         return text + (f", falling linearly to 0 from {o.anneal_start:.0%} of training to the end)" if o.anneal else ")")
 
-    @torch.no_grad()
     def after_update(self, trainer, metrics: dict[str, float]) -> dict[str, float]:
+        import torch
+
         o, log_std = self.options, trainer.actor.log_std
         floor = floor_at(o.log_std_min, trainer.global_step / trainer.cfg.total_steps, o.anneal, o.anneal_start)
         floor = floor + self.offset
-        lifted = (log_std < floor).float().mean().item()
-        log_std.clamp_(min=floor)
+        with torch.no_grad():
+            lifted = (log_std < floor).float().mean().item()
+            log_std.clamp_(min=floor)
         return {"train/log_std_floored": lifted}

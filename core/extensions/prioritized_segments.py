@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from core.config.errors import ConfigError
 from core.extensions import Extension, register
-from core.algo.segment_sampler import SegmentSampler
 
 
 @dataclass
@@ -58,6 +57,8 @@ class PrioritizedSegments(Extension):
     def __init__(self, options: PrioritizedSegmentsOptions, trainer):
         super().__init__(options, trainer)
         c = trainer.cfg
+        from core.algo.segment_sampler import SegmentSampler  # torch: not when the registry is read for --help
+
         self.replacement = SegmentSampler(c.num_envs, c.num_steps, options.segment_length, options.alpha,
                                           options.beta0, trainer.device, seed=c.seed)
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from core.algo.proximal import PROXIMAL_WEIGHT_CAP, proximal_anchor
 from core.config.errors import ConfigError
 from core.extensions import Extension, register
@@ -51,6 +49,8 @@ class ProximalClip(Extension):
         return "stale data clipped around the policy at the start of each update (proximal clip)"
 
     def anchor(self, trainer):
+        import torch  # here: the extension registry is read for --help, which imports no torch
+
         data = trainer.sampler.window()
         with torch.no_grad():
             logp, _ = trainer.actor.evaluate(data.obs, data.actions)

@@ -1,7 +1,8 @@
 """The ``dapo`` command: ``dapo run`` trains, ``dapo eval RUN_DIR`` evaluates a saved run (``--video DIR`` records it),
 ``dapo recipes`` lists the shipped recipes, ``dapo bench NAME`` runs a benchmark script of a source checkout
 (:mod:`core.run.bench`), ``dapo export RUN_DIR --onnx FILE`` writes a run's policy for onnxruntime
-(:mod:`core.run.export`); packages add more (``dapo dataset``) through :mod:`core.run.registry`.
+(:mod:`core.run.export`), ``dapo tune SPACE --study-dir DIR`` searches run options into a recipe
+(:mod:`core.run.tune`); packages add more (``dapo dataset``) through :mod:`core.run.registry`.
 
 Every algorithm family registers itself (:mod:`core.run.registry`), so ``core`` imports nothing above it.  The family is
 chosen before parsing (from ``--algo``, a resumed run, a recipe file, or an env only one family claims), so that
@@ -19,13 +20,11 @@ from typing import Optional, Sequence
 
 import yaml
 
-from core.training.checkpoint import disk_full_cause
 from core.config.flags import CompactHelp, OneLineParser, add_config_flags
 from core.config.options import MAX_SEED
 from core.config.errors import ConfigError, RunInterrupted
 from core.config.limits import check_device
 from core.run.registry import Command, Family, Plugins, plugins
-from core.run.rundir import os_error_line
 
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 RUN_USAGE = "dapo run [--algo ALGO] [--env ENV] [--recipe NAME]{ext} [options]"
@@ -38,7 +37,7 @@ TRUST_HELP = ("Make an env that a file (the run's config.yaml, a recipe) names a
               "that module's code; only for files you trust.")
 
 
-GYM_RUNS = "Gymnasium-family runs (ppo, grpo, dapo)"  # what dapo export and dapo eval --video take
+GYM_RUNS = "Gymnasium-family runs (ppo, grpo, dapo)"  # what dapo export takes
 
 
 MAX_LINE = 1000  # characters of an error line: a message never echoes megabytes
@@ -78,31 +77,37 @@ def _algorithms_text(found: Plugins) -> str:
     return "Algorithms: " + "; ".join(parts) + "." + missing
 
 
-def build_parser(family: Family, found: Plugins) -> OneLineParser:
+def build_parser(family: Family, found: Plugins, command: Optional[str] = None) -> OneLineParser:
+    """The ``dapo`` parser with ``family``'s ``dapo run`` options.  ``command``: only that subcommand gets its options
+    (the others are listed by name and help), so that ``dapo --help`` or ``dapo eval ...`` builds no run options and
+    imports no extension (nor torch); None: every subcommand gets them (docs/options.md)."""
+    def full(name: str) -> bool:
+        return command is None or command == name
+
     parser = OneLineParser(prog="dapo", description="DAPO toolkit: " + _algorithms_text(found),
                            formatter_class=CompactHelp)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    config_cls = family.config_class
-    names = {f.name for f in dataclasses.fields(config_cls)}
+    names = {f.name for f in dataclasses.fields(family.config_class)}
     usage = RUN_USAGE.format(ext=" [--ext NAME [K=V ...]]" if "extensions" in names else "")
     run = sub.add_parser("run", help="train one experiment (default: DAPO on CartPole-v1)", usage=usage,
                          formatter_class=CompactHelp, description=_run_description(family, found))
-    groups = add_config_flags(run, config_cls, skip=("recipe", "extensions"))
-    experiment = groups.get("experiment", run)
-    if "recipe" in names:
-        experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
-                                help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
-    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
-    experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
-    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
-    if "extensions" in names:
-        from core import extensions
-
-        ext = run.add_argument_group("extensions", "\n".join(extensions.help_lines()))
-        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None, help=EXT_HELP)
+    if full("run"):
+        add_run_options(run, family, resume=True)
+    _add_tune_parser(sub, family, full("tune"))
     ev = sub.add_parser("eval", help="evaluate a saved run", formatter_class=CompactHelp,
                         description="Roll out a saved run's policy (with its saved observation normaliser) and print "
                                     "the mean and sample std of the returns.")
+    if full("eval"):
+        _add_eval_arguments(ev)
+    for extra in found.commands:
+        if not extra.raw and full(extra.name):
+            extra.add_arguments(sub.add_parser(extra.name, help=extra.help, formatter_class=CompactHelp))
+        else:
+            sub.add_parser(extra.name, help=extra.help, add_help=False)
+    return parser
+
+
+def _add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     ev.add_argument("run_dir", type=Path, help="Run directory written by 'dapo run'")
     ev.add_argument("--episodes", type=int, default=None,
                     help="Episodes to run [10; grpo-lm/dapo-lm: held-out problems, the run's --eval-problems]")
@@ -115,14 +120,54 @@ def build_parser(family: Family, found: Plugins) -> OneLineParser:
                          "off]")
     ev.add_argument("--video", type=Path, default=None, metavar="DIR",
                     help="Record every episode into DIR (created if missing): MP4 with moviepy or imageio-ffmpeg "
-                         "installed, else GIF (Gymnasium runs)")
+                         "installed, else GIF (Gymnasium and PettingZoo runs)")
     ev.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
-    for command in found.commands:
-        if not command.raw:
-            command.add_arguments(sub.add_parser(command.name, help=command.help, formatter_class=CompactHelp))
-        else:
-            sub.add_parser(command.name, help=command.help, add_help=False)
-    return parser
+
+
+def add_run_options(parser: argparse.ArgumentParser, family: Family, resume: bool) -> None:
+    """The ``dapo run`` options of ``family`` (``dapo tune`` takes them as the base of its trials)."""
+    names = {f.name for f in dataclasses.fields(family.config_class)}
+    groups = add_config_flags(parser, family.config_class, skip=("recipe", "extensions"))
+    experiment = groups.get("experiment", parser)
+    if "recipe" in names:
+        experiment.add_argument("--recipe", action="append", metavar="NAME", default=None,
+                                help="Apply a recipe: a shipped name (dapo recipes) or a YAML path; repeatable.")
+    experiment.add_argument("--config", action="append", dest="recipe", metavar="FILE", default=None, help=CONFIG_HELP)
+    if resume:
+        experiment.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help=RESUME_HELP)
+    experiment.add_argument("--trust-env", action="store_true", help=TRUST_HELP)
+    if "extensions" in names:
+        from core import extensions
+
+        ext = parser.add_argument_group("extensions", "\n".join(extensions.help_lines()))
+        ext.add_argument("--ext", nargs="+", action="append", metavar="NAME [K=V ...]", default=None, help=EXT_HELP)
+
+
+TUNE_USAGE = "dapo tune SPACE --study-dir DIR [--n-trials N] [tune options] [dapo run options: the base]"
+TUNE_DESCRIPTION = (
+    "Search dapo run options with Optuna. SPACE is a YAML file of option: range (lr: {low: 1.0e-4, high: 3.0e-3, "
+    "log: true}; num_epochs: {low: 2, high: 10}; hidden_sizes: {choices: [[64, 64], [256, 256]]}); the dapo run "
+    "options given (--env, --algo, --total-steps, --recipe, ...) are the base of every trial. Trial N is a run "
+    "directory, DIR/trials/NNNN; the study is DIR/study.db (SQLite): run the same command again to continue it, or "
+    "in several processes at once to share it. After each trial: DIR/best_recipe.yaml (dapo run --recipe "
+    "DIR/best_recipe.yaml), DIR/trials.csv, trials.md and trials.png. Needs optuna (pip install "
+    "'dapo-toolkit[tune]').")
+
+
+def _add_tune_parser(sub, family: Family, full: bool) -> None:
+    tune = sub.add_parser("tune", help="search dapo run options with Optuna; the best trial becomes a recipe",
+                          usage=TUNE_USAGE, formatter_class=CompactHelp,
+                          description=textwrap.fill(TUNE_DESCRIPTION, 96))
+    if not full:
+        return
+    from core.run.tune import TuneOptions
+
+    tune.add_argument("space", type=Path, metavar="SPACE", help="YAML file: the searched options and their ranges")
+    group = add_config_flags(tune, TuneOptions)["tune"]
+    group.add_argument("--study-dir", type=Path, required=True, metavar="DIR",
+                       help="The study's directory: study.db, trials/, best_recipe.yaml, trials.csv/.md/.png "
+                            "(an existing study there continues)")
+    add_run_options(tune, family, resume=False)
 
 
 def _run_description(family: Family, found: Plugins) -> str:
@@ -170,6 +215,27 @@ def _run(args, family: Family) -> int:
     return 0
 
 
+def _tune(args, family: Family) -> int:
+    from core.run.tune import options_from_args, run_study
+
+    names = {f.name for f in dataclasses.fields(family.config_class)}
+    base = explicit_from_args(args, names - {"recipe", "extensions"})
+    try:
+        result = run_study(args.space, args.study_dir, base, family, options_from_args(args), args.trust_env)
+    except (KeyboardInterrupt, RunInterrupted):
+        print(f"interrupted: the study in {args.study_dir} stays; run the same dapo tune command to continue it",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if result.best_trial is None:
+        print(f"study {args.study_dir}: no trial completed; see {args.study_dir}/trials.csv")
+        return 0
+    values = " ".join(f"{k}={v}" for k, v in result.best_params.items())
+    print(f"study {args.study_dir}: best trial {result.best_trial}, {options_from_args(args).objective}"
+          f" return {result.best_value:.4g} ({values}); table {args.study_dir}/trials.csv; train it with: dapo run "
+          f"--recipe {result.best_recipe}")
+    return 0
+
+
 def _eval(args, family: Family) -> int:
     if args.episodes is not None and not 1 <= args.episodes <= 100_000:
         raise ConfigError(f"--episodes must be in 1 .. 100000, got {args.episodes}")
@@ -183,7 +249,8 @@ def _eval(args, family: Family) -> int:
     video = {}
     if args.video is not None:
         if not side.video:
-            raise ConfigError(f"--video records {GYM_RUNS}; {args.run_dir} is a {family.name} run")
+            raise ConfigError(f"--video records the episodes of {GYM_RUNS} and PettingZoo runs; {args.run_dir} is a "
+                              f"{family.name} run")
         from core.run.video import check_video_dir
 
         video = {"video_dir": check_video_dir(args.video)}
@@ -284,12 +351,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raw = {c.name: c for c in found.commands if c.raw}
         if argv and argv[0] in raw:
             return raw[argv[0]].run(argv[1:]) or 0
-        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval") else found.select()
-        args = build_parser(family, found).parse_args(argv)
+        family = pick_family(argv, found) if argv and argv[0] in ("run", "eval", "tune") else found.select()
+        args = build_parser(family, found, argv[0] if argv and not argv[0].startswith("-") else "").parse_args(argv)
         if args.command == "run":
             return _run(args, family)
         if args.command == "eval":
             return _eval(args, family)
+        if args.command == "tune":
+            return _tune(args, family)
         chosen = next(c for c in found.commands if c.name == args.command)
         return chosen.run(args) or 0
     except ConfigError as e:
@@ -299,6 +368,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"dapo {command}: error: the input nests too deep to read; write flatter values", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
+        from core.run.rundir import os_error_line
+        from core.training.checkpoint import disk_full_cause  # torch: imported once a command runs, not for --help
+
         full = disk_full_cause(e)
         if full is not None:
             print(one_line(f"dapo {command}: error: {full.strerror}; the last checkpoint is intact: free space, then "

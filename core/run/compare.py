@@ -19,9 +19,10 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-import numpy as np
+if TYPE_CHECKING:  # NumPy is imported in the functions that compute: the command is registered for dapo --help
+    import numpy as np
 
 from core.config.errors import ConfigError
 from core.config.parsing import read_yaml
@@ -36,6 +37,8 @@ PROFILE_POINTS = 101
 def iqm(x: Sequence[float]) -> float:
     """Interquartile mean: the mean after cutting ``int(n / 4)`` values from each end (``scipy.stats.trim_mean(x,
     0.25)``, rliable's IQM); with fewer than 4 values nothing is cut."""
+    import numpy as np
+
     v = np.sort(np.asarray(x, dtype=float))
     cut = int(0.25 * len(v))
     return float(v[cut:len(v) - cut].mean())
@@ -45,18 +48,24 @@ def bootstrap_indices(sizes: Sequence[int], reps: int, seed: int) -> list[list[n
     """``reps`` stratified resamples: per resample, per stratum of size n, n indices drawn with replacement.  Drawn in
     the order of ``experiments.stats.stratified_bootstrap_ci`` (resample by resample, stratum by stratum), so that
     the same seed gives the same resamples."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     return [[rng.integers(0, n, n) for n in sizes] for _ in range(reps)]
 
 
 def percentile_ci(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
     """The ``alpha/2`` and ``1 - alpha/2`` quantiles (NumPy's linear interpolation) along axis 0."""
+    import numpy as np
+
     lo, hi = np.quantile(values, alpha / 2, axis=0), np.quantile(values, 1 - alpha / 2, axis=0)
     return (float(lo), float(hi)) if np.ndim(lo) == 0 else (lo, hi)
 
 
 def profile(strata: Sequence[np.ndarray], taus: np.ndarray) -> np.ndarray:
     """Performance profile: per tau, the share of runs with a score ``> tau``, averaged over strata (envs)."""
+    import numpy as np
+
     return np.mean([(s[:, None] > taus[None, :]).mean(axis=0) for s in strata], axis=0)
 
 
@@ -81,6 +90,8 @@ class GroupStats:
 def group_stats(strata: Mapping[str, Sequence[float]], taus: np.ndarray, reps: int, seed: int,
                 run_dirs: Sequence[str] = ()) -> GroupStats:
     """Mean, IQM and profile of the scores (env -> scores), and their stratified-bootstrap 95% CIs (``reps`` > 0)."""
+    import numpy as np
+
     arrays = [np.asarray(v, dtype=float) for v in strata.values()]
     flat = np.concatenate(arrays)
     mean_ci = iqm_ci = profile_ci = None
@@ -219,6 +230,8 @@ def compare(run_dirs: Sequence[Any], by: str = "algo", metric: str = "final_retu
     otherwise each env gets its own table.  ``reps``: bootstrap resamples (0: no CIs; a CI needs at least 2 runs of
     each group on each env).  ``out``: a folder to write compare.md, compare.json and compare.png into (None: write
     nothing).  Bad input raises :class:`ConfigError` with a one-line message."""
+    import numpy as np
+
     if by not in BY:
         raise ConfigError(f"unknown --by '{by}'; choose one of: {', '.join(BY)}")
     if metric not in METRICS:
@@ -276,6 +289,7 @@ def write(result: Comparison, out_dir: Path) -> None:
 def plot(result: Comparison, path: Path) -> None:
     """Per table, a row of two panels: mean and IQM with their CIs per group, and the performance profiles."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

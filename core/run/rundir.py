@@ -21,7 +21,6 @@ from core.config.legacy import translate
 from core.config.errors import ConfigError, shown
 from core.config.options import TrainConfig
 from core.config.parsing import load_run_config as read_run_config, required_fields
-from core.envs.make import imports_code
 
 RUN_FILES = ("config.yaml", "metrics.csv", "checkpoint.pt", "summary.json")
 HOLDS_RUN = ("checkpoint.pt", "summary.json")  # without either, there is nothing to resume or report
@@ -207,5 +206,7 @@ MAY_BE_UNSET = ("policy_lr_drop_step", "clip_eps_low", "clip_eps_high", "run_dir
 def load_run_config(run_dir: Path, trust_env: bool = False) -> TrainConfig:
     """The resolved Gymnasium-family config in ``run_dir/config.yaml`` (older versions' options translated); an env
     that would import code named by the file is refused unless ``trust_env`` (core/config/trust.py)."""
+    from core.envs.make import imports_code  # gymnasium: only when a run is read
+
     return read_run_config(run_dir, TrainConfig, translate, required_fields(TrainConfig, MAY_BE_UNSET), imports_code,
                            trust_env)

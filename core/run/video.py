@@ -4,7 +4,8 @@ One file per episode, ``DIR/eval-episode-<i>.<ext>``, in the first format that t
 (nothing is downloaded): MP4 through Gymnasium's ``RecordVideo`` when moviepy is installed, else MP4 through
 imageio's ffmpeg plugin (imageio-ffmpeg), else an animated GIF through Pillow (imageio's own dependency).  The env
 is made with ``render_mode="rgb_array"`` (classic control, MuJoCo, MiniGrid, users' envs that take it); Atari games
-render the emulator's colour screen (core/envs/atari.py).
+render the emulator's colour screen (core/envs/atari.py).  Other families write their envs' frames through
+:class:`EpisodeWriter` (dapo_ma: PettingZoo envs made with ``render_mode="rgb_array"``).
 """
 from __future__ import annotations
 
@@ -46,22 +47,26 @@ def video_format() -> str:
                       "imageio-ffmpeg (or the toolkit's extra: pip install -e '.[video]')")
 
 
-class FrameRecorder(gym.Wrapper):
-    """Writes each episode's rendered frames to ``folder/eval-episode-<i>.mp4`` (imageio-ffmpeg, streamed) or
-    ``.gif`` (Pillow; frames kept as 8-bit palette images until the episode ends)."""
+def frame_format() -> str:
+    """The format of :class:`EpisodeWriter`: ``mp4`` (imageio + imageio-ffmpeg, which moviepy brings too) or ``gif``;
+    for envs that Gymnasium's ``RecordVideo`` cannot wrap (PettingZoo's)."""
+    fmt = video_format()
+    return fmt if fmt != "recordvideo" else "mp4" if importlib.util.find_spec("imageio_ffmpeg") else "gif"
 
-    def __init__(self, env: gym.Env, folder: Path, fmt: str):
-        super().__init__(env)
-        self.folder, self.fmt, self.episode = Path(folder), fmt, 0
-        self.fps = float(env.metadata.get("render_fps") or 30)
+
+class EpisodeWriter:
+    """Writes the frames ``(H, W, 3)`` uint8 of one episode after another to ``folder/eval-episode-<i>.mp4``
+    (imageio-ffmpeg, streamed) or ``.gif`` (Pillow; frames kept as 8-bit palette images until the episode ends)."""
+
+    def __init__(self, folder: Path, fmt: str, fps: float, source: str = "env"):
+        self.folder, self.fmt, self.fps, self.source, self.episode = Path(folder), fmt, fps, source, 0
         self._frames: list = []
         self._writer = None
 
-    def _frame(self) -> None:
-        frame = self.env.render()
+    def add(self, frame) -> None:
         if not isinstance(frame, np.ndarray) or frame.ndim != 3:
-            raise ConfigError(f"env {self.env.spec.id if self.env.spec else self.env} rendered no rgb_array frame "
-                              f"(got {type(frame).__name__}); --video needs an env that renders rgb_array frames")
+            raise ConfigError(f"env {self.source} rendered no rgb_array frame (got {type(frame).__name__}); --video "
+                              "needs an env that renders rgb_array frames")
         if self.fmt == "mp4":
             if self._writer is None:
                 import imageio.v2 as imageio
@@ -77,7 +82,8 @@ class FrameRecorder(gym.Wrapper):
     def _path(self) -> Path:
         return self.folder / f"{PREFIX}-episode-{self.episode}.{self.fmt}"
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """End the episode: write its file (nothing if it had no frame)."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -90,21 +96,30 @@ class FrameRecorder(gym.Wrapper):
             return
         self.episode += 1
 
+
+class FrameRecorder(gym.Wrapper):
+    """A Gymnasium env whose episodes are written by an :class:`EpisodeWriter` (frame after reset and each step)."""
+
+    def __init__(self, env: gym.Env, folder: Path, fmt: str):
+        super().__init__(env)
+        self.writer = EpisodeWriter(folder, fmt, float(env.metadata.get("render_fps") or 30),
+                                    str(env.spec.id if env.spec else env))
+
     def reset(self, **kwargs):
-        self._finish()
+        self.writer.finish()
         out = self.env.reset(**kwargs)
-        self._frame()
+        self.writer.add(self.env.render())
         return out
 
     def step(self, action):
         out = self.env.step(action)
-        self._frame()
+        self.writer.add(self.env.render())
         if out[2] or out[3]:
-            self._finish()
+            self.writer.finish()
         return out
 
     def close(self):
-        self._finish()
+        self.writer.finish()
         super().close()
 
 

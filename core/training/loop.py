@@ -4,15 +4,33 @@ A trainer provides ``cfg.checkpoint_every_s``, ``global_step`` (the x-axis of me
 ``batch_size`` (steps of ``global_step`` per iteration, for ``time/sps``), ``finished()``,
 ``iterate() -> metrics``, ``save()`` and ``recent_return()`` (the progress bar's return column); optionally
 ``progress_note()``, a phase the progress display names (e.g. a warm start before ``global_step`` moves).
+:func:`observe_iterations` lets a caller watch every iteration of the runs it starts (``dapo tune``'s pruning).
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
+
+
+_OBSERVERS: list[Callable[..., None]] = []  # observe_iterations' hooks, innermost last
+
+
+@contextlib.contextmanager
+def observe_iterations(hook: Callable[..., None]) -> Iterator[None]:
+    """Call ``hook(trainer, metrics)`` after each iteration that :func:`train_loop` logs in this process, while the
+    ``with`` block runs (e.g. around ``core.train``), without passing it through the runner.  An exception the hook
+    raises ends the run as any error does: the iteration's checkpoint is written first (``dapo tune`` prunes a trial
+    this way)."""
+    _OBSERVERS.append(hook)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(hook)
 
 
 def train_loop(trainer, logger, progress=None, max_iterations: Optional[int] = None) -> None:
@@ -34,6 +52,8 @@ def train_loop(trainer, logger, progress=None, max_iterations: Optional[int] = N
                 note = trainer.progress_note() if hasattr(trainer, "progress_note") else ""
                 progress.update(trainer.global_step, metrics["time/sps"], trainer.recent_return(), note)
             done += 1
+            for hook in tuple(_OBSERVERS):
+                hook(trainer, metrics)
             if done == 1 or time.monotonic() - last_ckpt > trainer.cfg.checkpoint_every_s:
                 trainer.save()
                 last_ckpt = time.monotonic()
