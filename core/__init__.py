@@ -13,8 +13,9 @@ The names below are imported on first use (PEP 562), so ``import core.algo.losse
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.config.lazy import lazy_exports
 
 __version__ = "0.2.0"
 
@@ -64,13 +65,7 @@ if TYPE_CHECKING:  # the same names for type checkers and editors ("go to defini
     from core.training.update import UpdateSettings, ppo_update
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'core' has no attribute '{name}'")
-    module, _, attr = _EXPORTS[name].partition(":")
-    value = getattr(importlib.import_module(module), attr or name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -11,8 +11,9 @@
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.config.lazy import lazy_exports
 
 # public name -> its module, imported on first use (PEP 562): the family's registration (family.py) and ``dapo --help``
 # import no trainer and no torch
@@ -27,13 +28,7 @@ if TYPE_CHECKING:
     from dapo_dt.config import DT_ALGOS, DTConfig
     from dapo_dt.losses import exponential_advantage_weights, weighted_action_loss, weighted_mse_action_loss
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = ["train", "load", "DTAgent", "DTConfig", "DT_ALGOS", "weighted_action_loss", "weighted_mse_action_loss",

@@ -8,8 +8,9 @@
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.config.lazy import lazy_exports
 
 # public name -> its module, imported on first use (PEP 562): the family's registration (family.py) and ``dapo --help``
 # import no trainer and no torch
@@ -22,13 +23,7 @@ if TYPE_CHECKING:
     from dapo_lm.api import LMAgent, load, train
     from dapo_lm.config import LM_ALGOS, LMConfig
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = ["train", "load", "LMAgent", "LMConfig", "LM_ALGOS"]

@@ -6,8 +6,9 @@ Algorithms: ippo, mappo, dapo-ma (one on-policy trainer, :mod:`dapo_ma.ppo`, dif
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.config.lazy import lazy_exports
 
 # public name -> its module, imported on first use (PEP 562): the family's registration (family.py) and ``dapo --help``
 # import no trainer and no torch
@@ -20,13 +21,7 @@ if TYPE_CHECKING:
     from dapo_ma.api import MAAgent, load, train
     from dapo_ma.config import MA_ALGOS, MAConfig
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = ["train", "load", "MAAgent", "MAConfig", "MA_ALGOS"]
