@@ -26,7 +26,7 @@ from pathlib import Path
 
 N_ENVS, N_STEPS, GRAD_STEPS, LR = 16, 25, 10, 7e-4
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "experiments" / "results" / "throughput_marl"
+OUT = ROOT / "experiments" / "results" / "throughput" / "marl"
 TARGET = 2.0  # issue #59: at least 2x the peer's env steps per second
 
 

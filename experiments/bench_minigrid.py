@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ENV = "MiniGrid-DoorKey-5x5-v0"
-OUT = Path(__file__).resolve().parent / "results" / "throughput_minigrid"
+OUT = Path(__file__).resolve().parent / "results" / "throughput" / "minigrid"
 TARGET = 3.0  # issue #59: ours at least 3x SB3's SPS at equal settings
 
 
