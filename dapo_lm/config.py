@@ -21,7 +21,6 @@ from core.config.limits import check_device, check_wandb
 
 LM_ALGOS = ("grpo-lm", "dapo-lm")
 GROUP_FILTERS = ("acc", "std")
-SAMPLING_STREAMS = ("auto", "run", "group")
 
 
 @dataclass
@@ -102,10 +101,9 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     """Answers sampled per prompt (G); advantages are relative to the group."""
     temperature: float = 1.0
     """Sampling temperature of the RL answers."""
-    sampling_streams: Literal["auto", "run", "group"] = "auto"
-    """Random streams of the RL answers: run (one for the run) | group (each prompt group's own, from the seed and the
-    group's index: the same answers however many torchrun ranks share the work) | auto (run in one process, group
-    under torchrun)."""
+    group_streams: Optional[bool] = None
+    """Each prompt group's answers from a random stream of its own (seed, group index): alike on any number of torchrun
+    ranks. Default: on under torchrun; off in one process (one stream for the run, as before)."""
     max_new_tokens: Optional[int] = None
     """Response limit L_max in tokens, EOS included (default: the task's; longer answers are truncated). With
     --prompts the default is 128."""
@@ -267,8 +265,6 @@ def validate(c: LMConfig) -> None:
     require(bool(c.prompt_column), "--prompt-column must name a column")
     require(c.group_filter in GROUP_FILTERS,
             f"unknown --group-filter '{c.group_filter}'; choose one of: {', '.join(GROUP_FILTERS)}")
-    require(c.sampling_streams in SAMPLING_STREAMS,
-            f"unknown --sampling-streams '{c.sampling_streams}'; choose one of: {', '.join(SAMPLING_STREAMS)}")
     require(isinstance(c.seed, int) and 0 <= c.seed <= MAX_SEED, f"--seed must be in 0 .. {MAX_SEED}, got {c.seed}")
     check_device(c.device)
     check_finite(c)

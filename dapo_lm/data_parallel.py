@@ -7,7 +7,7 @@ batch, to float rounding:
 
 - **Generation.**  Every rank draws a round's ``P`` prompts from the same stream; rank ``r`` answers its contiguous
   share (``P / W``) of them, each group's answers from a stream of its own keyed by ``(seed, the group's index in the
-  run)`` (``--sampling-streams group``, :func:`group_generators`).  The groups (token ids, lengths, verdicts, rewards:
+  run)`` (``--group-streams``, :func:`group_generators`).  The groups (token ids, lengths, verdicts, rewards:
   a few MB) are all-gathered in rank order, which is the one-process order, so the group filter (dynamic sampling),
   which runs on every rank alike, keeps and refills on the global round.
 - **Update.**  pi_old is scored on a share of the batch's rows per rank and gathered.  Each minibatch (rank 0's
@@ -43,15 +43,15 @@ def group_generators(seed: int, first: int, n: int, device) -> list[torch.Genera
     return [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
 
-def check_world(prompts_per_batch: int, sampling_streams: str, world_size: int) -> None:
+def check_world(prompts_per_batch: int, group_streams: Optional[bool], world_size: int) -> None:
     """One line when a run cannot be split over ``world_size`` ranks."""
     if world_size <= 1:
         return
     if prompts_per_batch % world_size:
         raise ConfigError(f"--prompts-per-batch {prompts_per_batch} is not a multiple of the {world_size} torchrun "
                           f"ranks (WORLD_SIZE); each rank answers an equal share of a batch's prompts")
-    if sampling_streams == "run":
-        raise ConfigError("--sampling-streams run is one stream for one process; under torchrun use group (or auto)")
+    if group_streams is False:
+        raise ConfigError("--no-group-streams is one random stream for one process; under torchrun leave it out")
 
 
 class Shards:

@@ -28,7 +28,7 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
     """The saved config; a --reward it names that imports code is refused unless ``trust_env``
     (:func:`dapo_lm.config.check_reward_trust`)."""
     unset = ("run_dir", "model_dir", "micro_batch_size", "model_config", "tokenizer_dir", "prompts", "eval_prompts",
-             "correct_reward")
+             "correct_reward", "group_streams")
     required = ("task", *(name for name in required_fields(LMConfig, unset) if name != "env"))
     cfg = read_run_config(run_dir, LMConfig, required=required)
     check_reward_trust(cfg.reward, (), str(Path(run_dir) / "config.yaml"), trust_env)
@@ -84,7 +84,7 @@ def run_experiment(cfg: LMConfig, resume: bool = False) -> Optional[dict]:
     from dapo_lm.setup import prepare
     from dapo_lm.trainer import LMTrainer
 
-    check_world(cfg.prompts_per_batch, cfg.sampling_streams, int(os.environ.get("WORLD_SIZE", "1")))
+    check_world(cfg.prompts_per_batch, cfg.group_streams, int(os.environ.get("WORLD_SIZE", "1")))
     main = int(os.environ.get("RANK", "0")) == 0
     # tokenizer, prompts, reward (one dry call) and model are read and checked before the run directory exists: a
     # failure is one line, nothing made

@@ -41,7 +41,7 @@ class LMTrainer:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         # data-parallel ranks under torchrun (dapo_lm/data_parallel.py); with one process all of it is the identity
         self.device, self.shards = make_shards(pick_device(cfg.device))
-        self.group_streams = cfg.sampling_streams == "group" or (cfg.sampling_streams == "auto" and self.shards.enabled)
+        self.group_streams = self.shards.enabled if cfg.group_streams is None else cfg.group_streams
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         setup = setup or prepare(cfg, dry_run=False)  # the runner prepares (and checks) it before the run directory
@@ -189,7 +189,7 @@ class LMTrainer:
     # --- RL ---------------------------------------------------------------------------------------------
     def _round(self):
         """One generation round: the prompts drawn on every rank alike, this rank's share answered, every rank's
-        groups gathered (in the one-process order).  With ``--sampling-streams group`` each group samples from a
+        groups gathered (in the one-process order).  With ``--group-streams`` each group samples from a
         stream keyed by its index in the run (the groups generated before it: ``global_step / G`` of earlier
         iterations and this iteration's earlier rounds), so the round does not depend on the number of ranks."""
         c = self.cfg

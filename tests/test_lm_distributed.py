@@ -51,13 +51,13 @@ def copy_task_in_float64(monkeypatch):
 @pytest.mark.slow
 def test_two_ranks_train_the_one_process_weights_through_a_resume(tmp_path, copy_task_in_float64):
     """dapo-lm with dynamic sampling (groups filtered and refilled, the surplus carried), micro-batches and an
-    evaluation mid-run: one process with the groups' own sampling streams (which torchrun's ranks use, --sampling-streams
-    auto), then two ranks for half the budget and two again resumed to the whole.  The same answers are sampled and
+    evaluation mid-run: one process with the groups' own sampling streams (--group-streams, which torchrun's ranks
+    take by default), then two ranks for half the budget and two again resumed to the whole.  The same answers are sampled and
     filtered (every metric but timings agrees, losses to float rounding) and the weights agree."""
     from core.run.cli import main
     from core.training.checkpoint import load_checkpoint
 
-    assert main([*RUN, "--sampling-streams", "group", "--total-steps", "192", "--run-dir", str(tmp_path / "run1")]) == 0
+    assert main([*RUN, "--group-streams", "--total-steps", "192", "--run-dir", str(tmp_path / "run1")]) == 0
     (tmp_path / "half").mkdir(), (tmp_path / "two").mkdir()
     half = _launch([*TORCHRUN, WORKER, str(tmp_path / "half"), *RUN, "--total-steps", "96",
                     "--run-dir", str(tmp_path / "run2")])
