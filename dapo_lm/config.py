@@ -101,6 +101,9 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     """Answers sampled per prompt (G); advantages are relative to the group."""
     temperature: float = 1.0
     """Sampling temperature of the RL answers."""
+    group_streams: Optional[bool] = None
+    """Each prompt group's answers from a random stream of its own (seed, group index): alike on any number of torchrun
+    ranks. Default: on under torchrun; off in one process (one stream for the run, as before)."""
     max_new_tokens: Optional[int] = None
     """Response limit L_max in tokens, EOS included (default: the task's; longer answers are truncated). With
     --prompts the default is 128."""

@@ -180,11 +180,22 @@ class Generated:
     """(N,) bool: no EOS within the limit."""
 
 
+def draw(probs: Tensor, generator) -> Tensor:
+    """One token per row of ``probs`` ``(N, V)`` -> ``(N,)``.  ``generator``: one stream for all rows (or None: the
+    global one), or a list of ``k`` streams, row block ``i`` of ``N / k`` rows drawn from stream ``i`` alone, so that
+    a block's tokens depend on its stream and its probabilities only, not on the rows beside it (a prompt group's
+    answers are the same whichever data-parallel rank, beside whichever other groups, samples them)."""
+    if isinstance(generator, (list, tuple)):
+        per = probs.shape[0] // len(generator)
+        return torch.cat([torch.multinomial(p, 1, generator=g) for p, g in zip(probs.split(per), generator)]).squeeze(1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
 @torch.no_grad()
 def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, eos_id: int, pad_id: int,
-           temperature: float = 1.0, generator: Optional[torch.Generator] = None, greedy: bool = False) -> Generated:
+           temperature: float = 1.0, generator=None, greedy: bool = False) -> Generated:
     """Sample responses for left-padded prompts ``(N, Lp)``, one token per step through the KV cache, stopping
-    once every row has emitted EOS (or at ``max_new_tokens``)."""
+    once every row has emitted EOS (or at ``max_new_tokens``).  ``generator``: see :func:`draw`."""
     n, device = prompt_ids.shape[0], prompt_ids.device
     tokens = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
@@ -199,7 +210,7 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
             tok = logits.argmax(-1)
         else:
             probs = torch.softmax(logits / temperature, -1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            tok = draw(probs, generator)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         tokens[:, t] = tok
         finished_now = (tok == eos_id) & ~done
@@ -234,9 +245,16 @@ def answer_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, responses: T
     return logp, entropy
 
 
-def supervised_loss(model, ids: Tensor, mask: Tensor, loss_mask: Tensor) -> Tensor:
-    """Cross-entropy of the tokens where ``loss_mask`` ``(N, L)`` is set (the answers), given everything before."""
+def supervised_loss(model, ids: Tensor, mask: Tensor, loss_mask: Tensor, normaliser: Optional[float] = None) -> Tensor:
+    """Cross-entropy of the tokens where ``loss_mask`` ``(N, L)`` is set (the answers), given everything before: their
+    mean, or with ``normaliser`` their sum divided by it (a data-parallel rank's share of a batch's mean: the
+    normaliser is the whole batch's count of answer tokens after the first column, :func:`answer_tokens`)."""
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits[:, :-1].float()
     target, keep = ids[:, 1:], loss_mask[:, 1:].bool()
     ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="none")
-    return ce.view_as(target)[keep].mean()
+    return ce.view_as(target)[keep].mean() if normaliser is None else ce.view_as(target)[keep].sum() / normaliser
+
+
+def answer_tokens(loss_mask: Tensor) -> float:
+    """The tokens :func:`supervised_loss` averages over, ``loss_mask`` ``(N, L)``."""
+    return float(loss_mask[:, 1:].sum())

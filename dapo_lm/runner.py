@@ -4,6 +4,7 @@ one-writer lock, checkpoint loading, config.yaml)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import warnings
 from pathlib import Path
@@ -16,7 +17,7 @@ from core.config.limits import check_device
 from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
-from core.run.runner import budget_line, run_started, train_interruptibly
+from core.run.runner import NullLogger, budget_line, run_started, train_interruptibly
 from dapo_lm.config import LMConfig, check_reward_trust, complete
 from dapo_lm.rewards import RewardError
 
@@ -27,7 +28,7 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
     """The saved config; a --reward it names that imports code is refused unless ``trust_env``
     (:func:`dapo_lm.config.check_reward_trust`)."""
     unset = ("run_dir", "model_dir", "micro_batch_size", "model_config", "tokenizer_dir", "prompts", "eval_prompts",
-             "correct_reward")
+             "correct_reward", "group_streams")
     required = ("task", *(name for name in required_fields(LMConfig, unset) if name != "env"))
     cfg = read_run_config(run_dir, LMConfig, required=required)
     check_reward_trust(cfg.reward, (), str(Path(run_dir) / "config.yaml"), trust_env)
@@ -76,28 +77,44 @@ def summary_line(s: dict) -> str:
             f"{ {k: v for k, v in s['health_events'].items() if v} }; outputs in {s['run_dir']}")
 
 
-def run_experiment(cfg: LMConfig, resume: bool = False) -> dict:
-    """Train (or continue) a resolved run; returns the summary written to summary.json."""
+def run_experiment(cfg: LMConfig, resume: bool = False) -> Optional[dict]:
+    """Train (or continue) a resolved run; returns the summary written to summary.json (``None`` on data-parallel
+    ranks other than 0, which write nothing: dapo_lm/data_parallel.py)."""
+    from dapo_lm.data_parallel import check_world
     from dapo_lm.setup import prepare
     from dapo_lm.trainer import LMTrainer
 
+    check_world(cfg.prompts_per_batch, cfg.group_streams, int(os.environ.get("WORLD_SIZE", "1")))
+    main = int(os.environ.get("RANK", "0")) == 0
     # tokenizer, prompts, reward (one dry call) and model are read and checked before the run directory exists: a
     # failure is one line, nothing made
     setup = prepare(cfg)
     if cfg.run_dir is None:
         cfg = dataclasses.replace(cfg, run_dir=default_run_dir(cfg))
     build = lambda c, run_dir: LMTrainer(c, run_dir, setup=setup)  # noqa: E731
-    return run_started(cfg, resume, build, _train_and_report, checkpoint_keys=CHECKPOINT_KEYS)
+    return run_started(cfg, resume, build, _train_and_report, main, checkpoint_keys=CHECKPOINT_KEYS)
 
 
-def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> dict:
-    print(settings_line(cfg), flush=True)
-    print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step).replace("env steps", "answers"),
-          flush=True)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg)
+def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> Optional[dict]:
+    main = trainer.shards.dist.is_main
+    if main:
+        print(settings_line(cfg), flush=True)
+        print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step).replace("env steps", "answers"),
+              flush=True)
+    logger = (MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg) if main
+              else NullLogger())
     progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
-                        f"{cfg.algo} {data_name(cfg)}", cfg.progress, cfg.progress_every_s)
-    train_interruptibly(trainer, logger, progress)
+                        f"{cfg.algo} {data_name(cfg)}", cfg.progress and main, cfg.progress_every_s)
+    try:
+        train_interruptibly(trainer, logger, progress)
+    except BaseException:
+        trainer.shards.close(finished=False)
+        raise
+    trainer.shards.close()
+    if not main:  # rank 0 alone evaluates the end and writes the outputs
+        if trainer.stop_requested:
+            raise RunInterrupted(run_dir)
+        return None
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
                         f"{cfg.algo} on {data_name(cfg)} (training accuracy)", column="rollout/accuracy",
                         xlabel="generated answers", events=trainer.health_events)

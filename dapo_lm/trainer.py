@@ -26,8 +26,9 @@ from dapo_lm.losses import (aggregate, batch_normaliser, clipped_token_surrogate
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
 from core.training.trainer import pick_device
 from dapo_lm.config import LMConfig
+from dapo_lm.data_parallel import group_generators, make_shards
 from dapo_lm.health import LM_EVENTS, LMHealth
-from dapo_lm.model import answer_logprobs, autocast, supervised_loss
+from dapo_lm.model import answer_logprobs, answer_tokens, autocast, supervised_loss
 from dapo_lm.rewards import RewardError
 from dapo_lm.rollout import collate, generate_groups, heldout_accuracy
 from dapo_lm.setup import PROMPT_ROOM, Setup, n_positions, prepare  # noqa: F401 - n_positions, PROMPT_ROOM: API
@@ -38,12 +39,15 @@ WARM_CHUNK = 10  # supervised steps per iteration of the warm start (one metrics
 class LMTrainer:
     def __init__(self, cfg: LMConfig, run_dir: Path, checkpoint: Optional[dict] = None, setup: Optional[Setup] = None):
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.device = pick_device(cfg.device)
+        # data-parallel ranks under torchrun (dapo_lm/data_parallel.py); with one process all of it is the identity
+        self.device, self.shards = make_shards(pick_device(cfg.device))
+        self.group_streams = self.shards.enabled if cfg.group_streams is None else cfg.group_streams
         torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         setup = setup or prepare(cfg, dry_run=False)  # the runner prepares (and checks) it before the run directory
         self.tok, self.task, self.source, self.reward = setup.tok, setup.task, setup.source, setup.reward
         self.model = setup.model.to(self.device)
+        self.shards.dist.broadcast_modules([self.model])
         self.rng = np.random.default_rng(cfg.seed)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.filter = GroupFilter(cfg.prompts_per_batch, cfg.max_gen_rounds, enabled=bool(cfg.dynamic_sampling),
@@ -75,6 +79,8 @@ class LMTrainer:
         return self.cfg.prompts_per_batch * self.cfg.group_size
 
     def finished(self) -> bool:
+        """A Ctrl-C on any data-parallel rank stops every rank at the same iteration."""
+        self.stop_requested = self.shards.any_true(self.stop_requested)
         return (self.stop_requested or self.failure is not None
                 or (self.warm_done and self.global_step >= self.cfg.total_steps))
 
@@ -112,12 +118,18 @@ class LMTrainer:
         self.filter.load_state_dict(s["filter"])
 
     def _evaluate_or_stop(self) -> Optional[dict]:
-        """:meth:`evaluate`, or None when the reward fails in it (the run then stops after this iteration)."""
-        try:
-            return self.evaluate()
-        except RewardError as e:
-            self.failure = e
-            return None
+        """:meth:`evaluate` (on rank 0, its result shared), or None when the reward fails in it (the run then stops
+        after this iteration, on every rank)."""
+        def run():
+            try:
+                return self.evaluate(), None
+            except RewardError as e:
+                return None, e
+
+        result, error = self.shards.from_main(run)
+        if error is not None:
+            self.failure = error
+        return result
 
     def progress_note(self) -> str:
         """The warm start's progress, which the answer count (``global_step``) does not show."""
@@ -142,7 +154,7 @@ class LMTrainer:
             warmup = max(1, c.warm_start_steps // 10)
             for group in self.optimizer.param_groups:
                 group["lr"] = c.warm_start_lr * min(1.0, (self.warm_step + 1) / warmup)
-            problems = self.source.draw(self.rng, c.warm_start_batch)
+            problems = self.source.draw(self.rng, c.warm_start_batch)  # the whole batch, on every rank alike
             prompts = [self.tok.encode_prompt(p.prompt) for p in problems]
             seqs = [p + self.tok.encode_answer(q.answer) for p, q in zip(prompts, problems)]
             width = max(map(len, seqs))
@@ -150,14 +162,21 @@ class LMTrainer:
             mask, answer = torch.zeros_like(ids), torch.zeros_like(ids)
             for i, (s, p) in enumerate(zip(seqs, prompts)):
                 ids[i, :len(s)], mask[i, :len(s)], answer[i, len(p):len(s)] = torch.tensor(s), 1, 1
-            with autocast(self.device):
-                loss = supervised_loss(self.model, ids.to(self.device), mask.to(self.device), answer.to(self.device))
+            # this rank's rows; under torchrun their loss is its share of the whole batch's mean, the gradients summed
+            rows, norm = self.shards.part(len(seqs)), answer_tokens(answer) if self.shards.enabled else None
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = torch.zeros(())
+            if rows.stop > rows.start:
+                with autocast(self.device):
+                    loss = supervised_loss(self.model, ids[rows].to(self.device), mask[rows].to(self.device),
+                                           answer[rows].to(self.device), norm)
+                loss.backward()
+            self.shards.sum_gradients(self.model.parameters())
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
             self.optimizer.step()
             self.warm_step += 1
             losses.append(float(loss.detach()))
+        losses = [v for _, v in sorted(self.shards.sum(dict(enumerate(losses))).items())]  # the ranks' shares added
         metrics = {"warm/loss": float(np.mean(losses)) if losses else math.nan, "warm/step": self.warm_step}
         if self.warm_step >= c.warm_start_steps and (result := self._evaluate_or_stop()) is not None:
             self.warm_start_eval = result
@@ -169,11 +188,19 @@ class LMTrainer:
 
     # --- RL ---------------------------------------------------------------------------------------------
     def _round(self):
-        problems = self.source.draw(self.rng, self.cfg.prompts_per_batch)
-        groups, rewards = generate_groups(self.model, self.tok, self.reward, problems, self.cfg, self.device, self.gen)
-        for grp in groups:
-            self._generated.append(grp)
-        return groups, rewards, torch.stack([grp["correct"] for grp in groups])
+        """One generation round: the prompts drawn on every rank alike, this rank's share answered, every rank's
+        groups gathered (in the one-process order).  With ``--group-streams`` each group samples from a
+        stream keyed by its index in the run (the groups generated before it: ``global_step / G`` of earlier
+        iterations and this iteration's earlier rounds), so the round does not depend on the number of ranks."""
+        c = self.cfg
+        problems = self.source.draw(self.rng, c.prompts_per_batch)
+        mine = self.shards.part(len(problems))
+        first = self.global_step // c.group_size + len(self._generated) + mine.start
+        gen = group_generators(c.seed, first, mine.stop - mine.start, self.device) if self.group_streams else self.gen
+        groups = self.shards.gather_groups(lambda: generate_groups(self.model, self.tok, self.reward, problems[mine],
+                                                                   c, self.device, gen)[0])
+        self._generated.extend(groups)
+        return groups, torch.stack([grp["rewards"] for grp in groups]), torch.stack([grp["correct"] for grp in groups])
 
     def rl_iterate(self) -> dict:
         c, t0 = self.cfg, time.perf_counter()
@@ -229,12 +256,16 @@ class LMTrainer:
 
     @torch.no_grad()
     def behaviour_logprobs(self, b, real):
-        """pi_old of a collated batch: the policy as it sampled, at --temperature, in eval mode (no dropout)."""
+        """pi_old of a collated batch: the policy as it sampled, at --temperature, in eval mode (no dropout); under
+        torchrun each rank scores a share of the rows and the shares are gathered."""
         self.model.eval()
-        with autocast(self.device):
-            logp, _ = answer_logprobs(self.model, b.prompt_ids, b.prompt_mask, b.tokens, real,
-                                      temperature=self.cfg.temperature)
-        return logp
+        rows = self.shards.part(len(real))
+        logp = torch.zeros((0, real.shape[1]), device=self.device)
+        if rows.stop > rows.start:
+            with autocast(self.device):
+                logp, _ = answer_logprobs(self.model, b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows],
+                                          real[rows], temperature=self.cfg.temperature)
+        return self.shards.gather_rows(logp, self.device)
 
     def keep_behaviour_logprobs(self, groups: list[dict]) -> None:
         """Give each carried group that lacks them (one generated in this iteration) ``logp_old`` ``(G, its longest
@@ -255,7 +286,9 @@ class LMTrainer:
         T)) and in eval mode, without dropout (a --model-dir GPT-2 has dropout 0.1; a fresh one has none).  The
         update's forward passes run without dropout too, as verl and TRL effectively do (dropout 0), so the ratio
         is exactly 1 at identical weights and moves only with the weights; the warm start keeps the model's
-        dropout."""
+        dropout.  Under torchrun every rank holds the whole batch; each takes a contiguous part of every minibatch,
+        divides its loss by the whole minibatch's normaliser, and the gradients are summed
+        (dapo_lm/data_parallel.py)."""
         c, dev = self.cfg, self.device
         b = collate(groups, self.tok.pad_id).to(dev)
         adv = group_advantages(b.rewards, c.std_normalise).reshape(-1)                       # (N,)
@@ -271,11 +304,13 @@ class LMTrainer:
         n = len(adv)
         sums = dict(loss=0.0, entropy=0.0, tokens=0.0, counted=0.0, low=0.0, high=0.0, kl=0.0, grad=0.0, steps=0)
         for _ in range(c.num_epochs):
-            for mb in torch.randperm(n).chunk(min(c.num_minibatches, n)):
+            for mb in self.shards.permutation(n).chunk(min(c.num_minibatches, n)):
                 mb = mb.to(dev)
-                norm = batch_normaliser(counted[mb], c.loss_aggregation, c.max_new_tokens)
+                norm = batch_normaliser(counted[mb], c.loss_aggregation, c.max_new_tokens)  # the whole minibatch's
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in mb.split(len(mb) if c.micro_batch_size is None else c.micro_batch_size):
+                mine = mb[self.shards.part(len(mb))]  # all of it in one process
+                micros = mine.split(len(mine) if c.micro_batch_size is None else c.micro_batch_size) if len(mine) else ()
+                for micro in micros:
                     with autocast(dev):
                         logp, ent = answer_logprobs(self.model, b.prompt_ids[micro], b.prompt_mask[micro],
                                                     b.tokens[micro], real[micro], with_entropy=True,
@@ -293,10 +328,12 @@ class LMTrainer:
                     sums["low"] += float(d["clipped_low"][m].sum())
                     sums["high"] += float(d["clipped_high"][m].sum())
                     sums["kl"] += float(((log_ratio.exp() - 1) - log_ratio)[m].sum())
+                self.shards.sum_gradients(self.model.parameters())
                 sums["grad"] += float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm))
                 self.optimizer.step()
                 sums["steps"] += 1
                 self.optimizer_steps += 1
+        sums.update(self.shards.sum({k: v for k, v in sums.items() if k not in ("grad", "steps")}))  # the ranks' parts
         steps, counted_tokens = max(sums["steps"], 1), max(sums["counted"], 1.0)
         return {"train/loss": sums["loss"] / steps, "train/entropy": sums["entropy"] / max(sums["tokens"], 1.0),
                 "train/clip_low": sums["low"] / counted_tokens, "train/clip_high": sums["high"] / counted_tokens,
@@ -353,4 +390,7 @@ class LMTrainer:
         self.recent.extend(s["recent"])
 
     def save(self) -> None:
+        """Rank 0 writes: its state is every rank's."""
+        if not self.shards.dist.is_main:
+            return
         save_checkpoint(self.run_dir / "checkpoint.pt", self.state_dict())

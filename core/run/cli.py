@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -362,7 +363,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         chosen = next(c for c in found.commands if c.name == args.command)
         return chosen.run(args) or 0
     except ConfigError as e:
-        print(one_line(f"dapo {command}: error: {e}"), file=sys.stderr)
+        if int(os.environ.get("RANK", "0")) == 0:  # under torchrun every rank meets the same bad input: one line
+            print(one_line(f"dapo {command}: error: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except RecursionError:  # a parser met nesting its depth limits did not foresee: still one line
         print(f"dapo {command}: error: the input nests too deep to read; write flatter values", file=sys.stderr)

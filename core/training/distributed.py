@@ -62,6 +62,21 @@ class Distributed:
         for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
             g.copy_(synced)
 
+    def sum_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Sum the gradients across ranks (one coalesced all-reduce), for a loss each rank divides by a normaliser
+        of the whole global batch (dapo_lm's token-level loss): the sum is then the one-process gradient.  A rank
+        that back-propagated nothing in this step (no rows of the minibatch) contributes zeros."""
+        if not self.enabled:
+            return
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in params]
+        flat = _flatten_dense_tensors(grads)
+        dist.all_reduce(flat)
+        for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            g.copy_(synced)
+
     def all_true(self, flag: bool) -> bool:
         """True only if ``flag`` is true on every rank (keeps control flow identical)."""
         if not self.enabled:
@@ -85,10 +100,16 @@ class Distributed:
         """Average scalar metrics (same keys on every rank) across ranks."""
         if not self.enabled or not metrics:
             return metrics
+        return {k: v / self.world_size for k, v in self.sum_metrics(metrics).items()}
+
+    def sum_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Sum scalar metrics (same keys on every rank) across ranks."""
+        if not self.enabled or not metrics:
+            return metrics
         keys = sorted(metrics)
         t = torch.tensor([metrics[k] for k in keys], dtype=torch.float64, device=self.device)
         dist.all_reduce(t)
-        return dict(zip(keys, (t / self.world_size).tolist()))
+        return dict(zip(keys, t.tolist()))
 
     def close(self, finished: bool = True) -> None:
         """Leave the process group, which frees it and stops its gloo threads (see the import of
