@@ -113,3 +113,32 @@ def test_on_policy_trainer_handles_termination(tmp_path):
     t = OnPolicyMATrainer(cfg, tmp_path)
     metrics = t.iterate()
     assert metrics["rollout/episodes"] == 4 and metrics["rollout/ep_length_mean"] == 2
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("simple_spread_v3", {"N": 3}), ("simple_spread_v3", {"N": 2, "continuous_actions": True}),
+    ("simple_tag_v3", {}), ("simple_reference_v3", {}), ("simple_speaker_listener_v4", {"continuous_actions": True}),
+    ("simple_adversary_v3", {"max_cycles": 7})])
+def test_the_direct_mpe_step_equals_pettingzoos_parallel_step(name, kwargs):
+    """dapo_ma.mpe_step against mpe2's parallel_env (PettingZoo's AEC-to-parallel loop) on random episodes."""
+    fast, reference = make_parallel_env(name, kwargs), make_parallel_env(name, kwargs)
+    assert fast._mpe is not None
+    reference._mpe = None  # the wrapper's own step
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        a, _ = fast.reset(seed=episode)
+        b, _ = reference.reset(seed=episode)
+        steps = 0
+        while reference.agents:
+            for agent in fast.agents:
+                np.testing.assert_array_equal(a[agent], b[agent])
+            space = {agent: reference.action_space(agent) for agent in reference.agents}
+            actions = {agent: (int(rng.integers(s.n)) if isinstance(s, gym.spaces.Discrete)
+                               else rng.uniform(s.low, s.high).astype(np.float32)) for agent, s in space.items()}
+            a, ra, ta, ua, _ = fast.step(actions)
+            b, rb, tb, ub, _ = reference.step(actions)
+            assert (ra, ta, ua) == (dict(rb), tb, ub) and fast.agents == reference.agents
+            for agent in b:
+                np.testing.assert_array_equal(a[agent], b[agent])
+            steps += 1
+        assert steps == kwargs.get("max_cycles", 25) and not fast.agents
