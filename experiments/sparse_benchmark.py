@@ -177,9 +177,10 @@ def write_report(out: Path, runs: Path, tasks: dict, variants: list[str], seeds,
           "budget ((>=), ratios then marked censored).", ""]
     for env in envs:
         budget = max(r["total_steps"] for r in rows if r["env"] == env)
-        md += task_table(rows, env, order, budget, tasks.get(env, {}).get("rl_zoo_ppo")) + [""]
+        md += task_table(rows, env, order, budget, load_suite()["tasks"].get(env, {}).get("rl_zoo_ppo")) + [""]
         md += [f"![{env}](curves_{env}.png)", ""]
-        plot(out, runs, rows, env, order, budget)
+        if env in tasks:  # the tasks this invocation ran: the other tasks' committed curves stay as they are
+            plot(out, runs, rows, env, order, budget)
     write_results_md(out / "results.md", "\n".join(md))
     print("\n".join(md))
 

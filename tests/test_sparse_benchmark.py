@@ -34,3 +34,31 @@ def test_every_suite_variant_has_its_recipe_and_every_task_a_budget():
     suite = sb.load_suite()
     assert all((sb.RECIPES / f"{recipe}.yaml").is_file() for recipe in suite["variants"].values())
     assert all(t.startswith("MiniGrid-") and spec["steps"] > 0 for t, spec in suite["tasks"].items())
+
+
+def test_a_report_of_one_task_keeps_the_other_tasks_curves_and_reference(tmp_path):
+    """Running stage 2 task by task: the committed rows of DoorKey-5x5 stay in the table with RL Zoo's return, and
+    its committed curves image is not redrawn from run directories that are not on this machine."""
+    import json
+
+    from experiments.result_rows import write_rows
+    from experiments.sparse_benchmark import write_report
+
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    write_rows(out / "results.csv", [{"env": "MiniGrid-DoorKey-5x5-v0", "algo": "ppo", "recipe": "ppo", "seed": 1,
+                                      "total_steps": 100352, "final_return": 0.96, "success_rate": 1.0,
+                                      "steps_to_90": 18432, "eval_return": 0.96, "sps": 400.0, "cpu": "x"}])
+    (out / "curves_MiniGrid-DoorKey-5x5-v0.png").write_bytes(b"committed")
+    run = runs / "MiniGrid-KeyCorridorS3R1-v0" / "ppo" / "s1"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"algo": "ppo", "total_steps": 4096, "final_return_mean": 0.9,
+                                                  "eval_return_mean": 0.9, "sps": 500.0}))
+    (run / "metrics.csv").write_text("global_step,rollout/episodes,rollout/success_rate\n"
+                                     + "".join(f"{1024 * (i + 1)},4,1.0\n" for i in range(4)))
+    write_report(out, runs, {"MiniGrid-KeyCorridorS3R1-v0": {"steps": 4096}}, ["ppo"], [1], "cmd")
+    md = (out / "results.md").read_text()
+    assert "MiniGrid-DoorKey-5x5-v0 (100352 steps; RL Zoo's PPO return: 0.964)" in md
+    assert "MiniGrid-KeyCorridorS3R1-v0 (4096 steps; RL Zoo's PPO return: 0.949)" in md
+    assert (out / "curves_MiniGrid-DoorKey-5x5-v0.png").read_bytes() == b"committed"
+    assert (out / "curves_MiniGrid-KeyCorridorS3R1-v0.png").stat().st_size > 1000
