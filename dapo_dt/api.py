@@ -4,6 +4,7 @@
     result = dapo_dt.train(dataset="pong/mixed-v0", env="ALE/Pong-v5", algo="dapo-dt", grad_steps=2000)
     agent = dapo_dt.load(result.run_dir)
     agent.evaluate(episodes=8)        # whole games, actions sampled from the model's softmax
+    agent.normalised_score(agent.evaluate(10).mean)   # D4RL-style datasets: 0 random, 100 expert
 
     # any Minari dataset with flat Box observations, by name or folder; the env is the one it records
     dapo_dt.train(dataset_path="~/.minari/datasets/mujoco/hopper/medium-v0", algo="dt", grad_steps=10_000)
@@ -46,3 +47,10 @@ class DTAgent:
         scores = [ep.score for ep in self.trainer.play(episodes, seed)]
         mean, std = mean_std(scores)
         return EvalResult(mean, std, scores)
+
+    def normalised_score(self, score: float) -> float:
+        """D4RL's normalised score of a raw score: ``100 (score - ref_min) / (ref_max - ref_min)`` (0 random, 100
+        expert) from the dataset's reference scores; NaN for a dataset without them."""
+        from dapo_dt.data import normalised_score
+
+        return normalised_score(score, self.trainer.ref_scores)

@@ -80,6 +80,9 @@ def test_the_four_datasets_with_reference_scores(ppo_run, tmp_path, capsys):
     mean = float(line.split("eval_return_mean ")[1].split()[0])
     shown = float(line.split("normalised_score ")[1].split()[0])
     assert shown == pytest.approx(100 * (mean - ref_min) / (ref_max - ref_min), abs=0.2)
+    import dapo_dt  # the Python API gives the same normalisation
+    assert dapo_dt.load(tmp_path / "dt").normalised_score(mean) == pytest.approx(
+        100 * (mean - ref_min) / (ref_max - ref_min))
 
 
 def test_a_named_medium_step_and_its_replay(ppo_run):
