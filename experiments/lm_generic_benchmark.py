@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from experiments.lm_benchmark import run_child
+from experiments.lm_benchmark import run_child, sampler_vs_generate
 from experiments.sweep import caller_path, parser, positive_int, script_main
 
 REWARD = "experiments.lm_add_reward:reward"
@@ -75,31 +75,60 @@ def make_data(out: Path, n_train: int, vocab: int) -> dict:
             "char_answer_mean": float(np.mean([len(p.answer) + 1 for p in rows]))}
 
 
+WARM_STAGE = 400  # supervised steps per warm-start stage (each a fresh AdamW with its warm-up, from the last weights)
+
+
 def warm_start(data: Path, steps: int) -> dict:
-    """Supervised steps on the task's worked answers through the BPE tokenizer, a fresh Llama of llama.json (seed
-    0); saved with the tokenizer as ``data/model``, a directory both peers start from."""
+    """Supervised steps on the task's worked answers through the BPE tokenizer, from a fresh Llama of llama.json
+    (seed 0), in stages of :data:`WARM_STAGE` steps, each starting from the weights the last one saved; the result,
+    with the tokenizer, is ``data/model``, the directory both peers start from.  A finished stage is kept, so a
+    larger ``--warm-steps`` continues where a smaller one stopped."""
     meta = data / "warm_start.json"
-    if meta.exists():
-        return json.loads(meta.read_text())
+    info = json.loads(meta.read_text()) if meta.exists() else {"steps": 0, "wall_time_s": 0.0, "stages": []}
+    if info["steps"] >= steps:
+        return info
     from transformers import AutoTokenizer
 
     from dapo_lm.config import resolve
     from dapo_lm.trainer import LMTrainer
 
-    cfg = resolve({"task": "add", "seed": 0, "warm_start_steps": steps, "device": "cpu", "eval_samples": 4,
-                   "tokenizer_dir": str(data / "tokenizer"), "model_config": str(data / "llama.json"),
-                   "max_new_tokens": MAX_NEW_TOKENS, "run_dir": str(data / "warm_run")})
-    trainer = LMTrainer(cfg, data / "warm_run")
-    t0 = time.perf_counter()
-    while not trainer.warm_done:
-        trainer.warm_iterate()
-    trainer.model.save_pretrained(data / "model")
-    AutoTokenizer.from_pretrained(str(data / "tokenizer"), local_files_only=True).save_pretrained(data / "model")
-    info = {"steps": steps, "wall_time_s": round(time.perf_counter() - t0, 1),
-            "parameters": sum(p.numel() for p in trainer.model.parameters()),
-            **{f"accuracy_{k}": v for k, v in trainer.warm_start_eval.items()}}
-    meta.write_text(json.dumps(info))
+    while info["steps"] < steps:
+        stage = min(WARM_STAGE, steps - info["steps"])
+        start = {"model_dir": str(data / "model")} if info["steps"] else {
+            "tokenizer_dir": str(data / "tokenizer"), "model_config": str(data / "llama.json")}
+        cfg = resolve({"task": "add", "seed": 0, "warm_start_steps": stage, "device": "cpu", "eval_samples": 4,
+                       "max_new_tokens": MAX_NEW_TOKENS, "run_dir": str(data / "warm_run"), **start})
+        trainer = LMTrainer(cfg, data / "warm_run")
+        t0 = time.perf_counter()
+        while not trainer.warm_done:
+            trainer.warm_iterate()
+        trainer.model.save_pretrained(data / "model")
+        AutoTokenizer.from_pretrained(str(data / "tokenizer"), local_files_only=True).save_pretrained(data / "model")
+        info["steps"] += stage
+        info["wall_time_s"] = round(info["wall_time_s"] + time.perf_counter() - t0, 1)
+        info["parameters"] = sum(p.numel() for p in trainer.model.parameters())
+        info.update({f"accuracy_{k}": v for k, v in trainer.warm_start_eval.items()})
+        info["stages"].append({"steps": stage, **trainer.warm_start_eval})
+        meta.write_text(json.dumps(info))
     return info
+
+
+def throughput(data: Path, reps: int = 5) -> dict:
+    """Tokens per second answering 128 training prompts at once from the warm start: this toolkit's sampler (as the
+    rollout calls it) against ``model.generate`` (as TRL calls it), alternated."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dapo_lm.hf_tokenizer import load_tokenizer
+    from dapo_lm.model import left_pad
+    from dapo_lm.prompts import file_prompts
+
+    torch.set_num_threads(1)
+    tok = load_tokenizer(str(data / "model"), "--model-dir", False)
+    rows = file_prompts(str(data / "train.jsonl"), "prompt", str(data / "heldout.jsonl"), 0.1, 0).train[:128]
+    model = AutoModelForCausalLM.from_pretrained(str(data / "model"), local_files_only=True).eval()
+    ids, mask = left_pad([tok.encode_prompt(p.prompt) for p in rows], tok.pad_id, "cpu")
+    return sampler_vs_generate(model, ids, mask, MAX_NEW_TOKENS, tok.eos_id, tok.pad_id, reps)
 
 
 def dapo_job(label: str, algo: str, recipe, seed: int, args) -> dict:
@@ -174,6 +203,9 @@ def main(argv=None, prog=None) -> int:
             info.write_text(json.dumps(make_data(args.data, args.train_rows, args.vocab)))
         print("data", info.read_text(), flush=True)
         print("warm start", warm_start(args.data, args.warm_steps), flush=True)
+        tp = args.data / "throughput.json"
+        if not tp.exists():
+            tp.write_text(json.dumps(throughput(args.data), indent=1))
         if args.prepare_only:
             return 0
         for seed in range(1, args.seeds + 1):
