@@ -218,7 +218,7 @@ def main(argv=None, prog=None) -> int:
             if seed <= args.trl_seeds:
                 print(trl_job(args.task, seed, args, wdir / "model"), flush=True)
         positions = args.out / "trl_positions.json"
-        if not positions.exists():
+        if args.trl_seeds and not positions.exists():  # the peer's position check needs trl
             from experiments.lm_trl import position_mismatch
 
             positions.write_text(json.dumps(position_mismatch(str(wdir / "model"), args.task), indent=1))
