@@ -5,8 +5,9 @@ against TRL's ``GRPOTrainer`` (``loss_type="dapo"``) from the same weights, toke
    (``prompt``, ``answer`` = the sum), a held-out file of the task's 200 held-out problems, a byte-level BPE
    tokenizer trained with ``tokenizers`` on the training prompts and worked answers (saved as a
    ``PreTrainedTokenizerFast`` directory), and a Llama-style architecture (``LlamaConfig``, 4 layers, width 128).
-2. One warm start (supervised steps on worked answers through that tokenizer, seed 0), saved with the tokenizer as
-   a model directory: a fresh model cannot answer anything, so neither peer could learn from RL alone.
+2. One warm start (supervised steps on worked answers through that tokenizer, seed 0, in stages of 400 steps),
+   saved with the tokenizer as a model directory: a fresh model cannot answer anything, so neither peer could
+   learn from RL alone.
 3. Per seed, from that directory: ``dapo run --algo dapo-lm --model-dir DIR --prompts train.jsonl --eval-prompts
    heldout.jsonl --reward experiments.lm_add_reward:reward`` (and ``lm-token-loss``, dapo-lm without the group
    filter, the like-for-like rung: TRL has no dynamic sampling); then TRL (experiments/lm_trl.py) with the same
@@ -15,7 +16,7 @@ against TRL's ``GRPOTrainer`` (``loss_type="dapo"``) from the same weights, toke
 
 Run it with a Python that has trl 1.16 (``pip install -e ".[lm-bench]"``): the children use the same interpreter.
 
-    python -m experiments.lm_generic_benchmark --answers 1920 --seeds 3
+    python -m experiments.lm_generic_benchmark --answers 3072 --seeds 3 --warm-steps 800
 """
 from __future__ import annotations
 
@@ -141,8 +142,8 @@ def dapo_job(label: str, algo: str, recipe, seed: int, args) -> dict:
 
         shutil.rmtree(run_dir)
     d = args.data
-    cmd = ["experiments.lm_phases", str(run_dir.with_suffix(".phases.json")), "run", "--algo", algo, "--seed", str(seed),
-           "--model-dir", str(d / "model"), "--prompts", str(d / "train.jsonl"),
+    cmd = ["experiments.lm_phases", str(run_dir.with_suffix(".phases.json")), "run", "--algo", algo,
+           "--seed", str(seed), "--model-dir", str(d / "model"), "--prompts", str(d / "train.jsonl"),
            "--eval-prompts", str(d / "heldout.jsonl"), "--reward", REWARD, "--max-new-tokens", str(MAX_NEW_TOKENS),
            "--overlong-buffer", str(OVERLONG_BUFFER), "--total-steps", str(args.answers),
            "--no-progress", "--no-tensorboard", "--device", "cpu", "--run-dir", str(run_dir),
@@ -183,15 +184,18 @@ def trl_job(seed: int, args) -> dict:
 
 def main(argv=None, prog=None) -> int:
     p = parser(prog, __doc__)
-    p.add_argument("--answers", type=positive_int, default=1920, help="generated RL answers per run")
-    p.add_argument("--warm-steps", type=positive_int, default=400, help="supervised steps of the shared warm start")
+    p.add_argument("--answers", type=positive_int, default=3072, help="generated RL answers per run")
+    p.add_argument("--warm-steps", type=positive_int, default=800,
+                   help=f"supervised steps of the shared warm start (in stages of {WARM_STAGE})")
     p.add_argument("--seeds", type=positive_int, default=3, help="seeds 1..N of every peer")
     p.add_argument("--train-rows", type=positive_int, default=5000, help="rows of the prompts file")
     p.add_argument("--vocab", type=positive_int, default=96, help="BPE vocabulary size (special tokens included)")
     p.add_argument("--peers", nargs="+", default=["dapo-lm", "lm-token-loss", TRL],
                    choices=["dapo-lm", "lm-token-loss", TRL], help="which runs each seed makes")
-    p.add_argument("--runs-dir", type=caller_path, default=Path("runs/lm_generic"))
-    p.add_argument("--out", type=caller_path, default=Path("experiments/results/lm"))
+    p.add_argument("--runs-dir", type=caller_path, default=Path("runs/lm_generic"),
+                   help="runs, and data/ (prompts files, tokenizer, warm-start model directory)")
+    p.add_argument("--out", type=caller_path, default=Path("experiments/results/lm"),
+                   help="where generic.md and generic.csv go")
     p.add_argument("--prepare-only", action="store_true", help="make the data and the warm start, then stop")
     p.add_argument("--report-only", action="store_true", help="rebuild the report from the finished runs")
     args = p.parse_args(argv)

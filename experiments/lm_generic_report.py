@@ -51,11 +51,12 @@ def report(args) -> None:
     if data and warm:
         lines += [f"Data (made locally, seed 0): the `add` problems as JSONL, {data['train_rows']} training rows "
                   f"(`prompt`, `answer`) and {data['heldout_rows']} held-out rows (--eval-prompts); a byte-level BPE "
-                  f"tokenizer trained with `tokenizers` on the training prompts and worked answers ({data['vocab']} ids; "
-                  f"a worked answer is {data['answer_tokens_mean']:.1f} tokens on average, {data['char_answer_mean']:.1f} "
-                  f"characters); a fresh `LlamaConfig` model (4 layers, width 128, 4 heads, tied embeddings, "
-                  f"{warm['parameters'] / 1e6:.2f}M parameters). Warm start: {warm['steps']} supervised steps on worked "
-                  f"answers (seed 0), greedy held-out accuracy {warm['accuracy_greedy']:.3f}, sampled "
+                  "tokenizer trained with `tokenizers` on the training prompts and worked answers "
+                  f"({data['vocab']} ids; a worked answer is {data['answer_tokens_mean']:.1f} tokens on average, "
+                  f"{data['char_answer_mean']:.1f} characters); a fresh `LlamaConfig` model (4 layers, width 128, "
+                  f"4 heads, tied embeddings, {warm['parameters'] / 1e6:.2f}M parameters). Warm start: "
+                  f"{warm['steps']} supervised steps on worked answers (seed 0, in stages of 400), greedy held-out "
+                  f"accuracy {warm['accuracy_greedy']:.3f}, sampled "
                   f"{warm['accuracy_sampled']:.3f}; saved with the tokenizer as the model directory both peers start "
                   "from. Reward: `experiments.lm_add_reward:reward` (+1 when the text after the last `>` equals the "
                   "row's `answer`, else -1) plus the soft overlong punishment (limit 48, buffer 8).", ""]
@@ -101,8 +102,8 @@ def report(args) -> None:
     load = os.getloadavg()
     lines += ["", f"Command: `{command(args)}` (run with a Python that has trl 1.16); machine: {platform.machine()}, "
               f"{os.cpu_count()} CPU cores shared with other work (load average at report time "
-              f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}), one run at a time, torch 1 thread; every run in its own "
-              "process (evaluation and start-up included in its process wall, "
+              f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}), one run at a time, torch 1 thread; every run in its "
+              "own process (evaluation and start-up included in its process wall, "
               f"{sum(r['process_wall_s'] for r in rows) / 60:.0f} min for the {len(rows)} runs)."]
     write_results_md(args.out / "generic.md", "\n".join(lines))
     print("\n".join(lines))

@@ -68,13 +68,19 @@ def test_report_from_rows(tmp_path):
                    "phase_reward_s": 1.0, "phase_scoring_s": 9.0}
             (runs / f"{algo}__s{seed}.row.json").write_text(json.dumps(row))
     (runs / "dapo-lm__s3.row.json").write_text(json.dumps({"algo": "dapo-lm", "seed": 3, "failed": 1}))
+    (runs / "data" / "data.json").write_text(json.dumps({"train_rows": 5000, "heldout_rows": 200, "vocab": 96,
+                                                         "answer_tokens_mean": 29.0, "char_answer_mean": 32.0}))
+    (runs / "data" / "warm_start.json").write_text(json.dumps({"steps": 800, "parameters": 816256,
+                                                               "accuracy_greedy": 0.7, "accuracy_sampled": 0.5}))
     args = SimpleNamespace(runs_dir=runs, data=runs / "data", out=out, answers=1536, seeds=2, warm_steps=400,
                            train_rows=5000, vocab=96)
     report(args)
     md = (out / "generic.md").read_text()
     assert "`python -m experiments.lm_generic_benchmark --answers 1536 --seeds 2 --warm-steps 400`" in md
     assert "| dapo-lm | 2 | 0.510, 0.520 | 0.515 +- 0.007 |" in md
+    assert "0.82M parameters). Warm start: 800 supervised steps on worked answers (seed 0, in stages of 400), " \
+           "greedy held-out accuracy 0.700, sampled 0.500;" in md
     assert "dapo-lm vs TRL: answers/s ratio 3.00x (of the means; per seed, the runs of one seed back to back: " \
-           "3.00x, 3.00x); held-out accuracy difference +0.100 [+0.090, +0.110] *." in md  # 2 seeds a side, +-0.005 each
+           "3.00x, 3.00x); held-out accuracy difference +0.100 [+0.090, +0.110] *." in md  # 2 seeds a side: +-0.005
     assert "| TRL GRPOTrainer, loss_type=dapo | 100.0 | 50.0 s (50%) | 1.0 s (1%) | 9.0 s (9%) | 40.0 s (40%) |" in md
     assert len((out / "generic.csv").read_text().splitlines()) == 7  # the failed run is left out
