@@ -2,7 +2,10 @@
 files, Llama config), the phase timers and the report from synthetic runs."""
 import json
 import time
+from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from experiments.lm_add_reward import final_answer, reward
 from experiments.lm_generic_benchmark import MAX_NEW_TOKENS, OVERLONG_BUFFER, make_data
@@ -84,3 +87,21 @@ def test_report_from_rows(tmp_path):
            "3.00x, 3.00x); held-out accuracy difference +0.100 [+0.090, +0.110] *." in md  # 2 seeds a side: +-0.005
     assert "| TRL GRPOTrainer, loss_type=dapo | 100.0 | 50.0 s (50%) | 1.0 s (1%) | 9.0 s (9%) | 40.0 s (40%) |" in md
     assert len((out / "generic.csv").read_text().splitlines()) == 7  # the failed run is left out
+
+
+@pytest.mark.slow
+def test_phase_timers_see_every_phase_of_a_dapo_run(tmp_path):
+    """The wrapper reaches the functions a run calls (a rename in dapo_lm would leave a phase at 0 s)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "phases.json"
+    cmd = [sys.executable, "-m", "experiments.lm_phases", str(out), "run", "--algo", "grpo-lm", "--task", "add",
+           "--warm-start-steps", "0", "--total-steps", "16", "--prompts-per-batch", "2", "--group-size", "4",
+           "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--eval-problems", "2", "--eval-samples", "0",
+           "--device", "cpu", "--no-progress", "--no-tensorboard", "--run-dir", str(tmp_path / "run")]
+    subprocess.run(cmd, check=True, capture_output=True, cwd=str(Path(__file__).resolve().parents[1]))
+    seconds = json.loads(out.read_text())
+    assert set(seconds) == {"generation", "reward", "scoring"} and all(v > 0 for v in seconds.values())
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert sum(seconds.values()) < summary["rl_time_s"]  # evaluation is not counted: the phases fit in the RL clock
