@@ -148,7 +148,7 @@ def throughput(model_dir: Path, task: str, reps: int = 5) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from dapo_lm.model import left_pad, sample
+    from dapo_lm.model import left_pad
     from dapo_lm.tasks import TASKS
     from dapo_lm.tokenizer import CharTokenizer
 
@@ -157,22 +157,33 @@ def throughput(model_dir: Path, task: str, reps: int = 5) -> dict:
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True).eval()
     rng = np.random.default_rng(0)
     ids, mask = left_pad([tok.encode(t.sample(rng).prompt, bos=True) for _ in range(128)], tok.pad_id, "cpu")
+    return sampler_vs_generate(model, ids, mask, t.max_new_tokens, tok.eos_id, tok.pad_id, reps)
+
+
+def sampler_vs_generate(model, ids, mask, limit: int, eos_id: int, pad_id: int, reps: int = 5) -> dict:
+    """Tokens per second sampling answers to the left-padded prompts ``ids (N, Lp)``: this toolkit's sampler and
+    ``model.generate`` (same limit, temperature 1), alternated ``reps`` times."""
+    import numpy as np
+    import torch
+
+    from dapo_lm.model import sample
+
     ours, raw = [], []
     for r in range(reps):
         torch.manual_seed(r)
         t0 = time.perf_counter()
-        out = sample(model, ids, mask, t.max_new_tokens, tok.eos_id, tok.pad_id)
+        out = sample(model, ids, mask, limit, eos_id, pad_id)
         ours.append(float(out.lengths.sum()) / (time.perf_counter() - t0))
         torch.manual_seed(r)
         t0 = time.perf_counter()
         with torch.no_grad():
-            gen = model.generate(ids, attention_mask=mask, max_new_tokens=t.max_new_tokens, do_sample=True, top_k=0,
-                                 temperature=1.0, pad_token_id=tok.pad_id, eos_token_id=tok.eos_id)
+            gen = model.generate(ids, attention_mask=mask, max_new_tokens=limit, do_sample=True, top_k=0,
+                                 temperature=1.0, pad_token_id=pad_id, eos_token_id=eos_id)
         new = gen[:, ids.shape[1]:]
-        ended = (new == tok.eos_id).cumsum(1)
-        lengths = ((ended == 0) | ((ended == 1) & (new == tok.eos_id))).sum()  # tokens up to and with EOS
+        ended = (new == eos_id).cumsum(1)
+        lengths = ((ended == 0) | ((ended == 1) & (new == eos_id))).sum()  # tokens up to and with EOS
         raw.append(float(lengths) / (time.perf_counter() - t0))
-    return {"batch": 128, "reps": reps, "ours_tokens_per_s": ours, "generate_tokens_per_s": raw,
+    return {"batch": len(ids), "reps": reps, "ours_tokens_per_s": ours, "generate_tokens_per_s": raw,
             "ratio_median": float(np.median(np.array(ours) / np.array(raw)))}
 
 
@@ -183,6 +194,8 @@ def main(argv=None, prog=None) -> int:
     p.add_argument("--warm-steps", type=positive_int, default=400, help="supervised steps of the shared warm start")
     p.add_argument("--seeds", type=positive_int, default=5, help="RL seeds 1..N of every ladder rung")
     p.add_argument("--trl-seeds", type=int, default=5, help="seeds 1..N of the TRL peer (0: none)")
+    p.add_argument("--rungs", nargs="+", default=[label for label, _, _ in LADDER],
+                   choices=[label for label, _, _ in LADDER], help="which ladder rungs to run (default: all)")
     p.add_argument("--no-default-run", action="store_true", help="skip timing the default dapo run")
     p.add_argument("--runs-dir", type=caller_path, default=Path("runs/lm_benchmark"))
     p.add_argument("--out", type=caller_path, default=Path("experiments/results/lm"))
@@ -200,12 +213,12 @@ def main(argv=None, prog=None) -> int:
         if not args.no_default_run:
             print("default run", default_job(args), flush=True)
         for seed in range(1, args.seeds + 1):
-            for label, algo, recipe in LADDER:
+            for label, algo, recipe in (rung for rung in LADDER if rung[0] in args.rungs):
                 print(rl_job(label, algo, recipe, args.task, seed, args, wdir / "model"), flush=True)
             if seed <= args.trl_seeds:
                 print(trl_job(args.task, seed, args, wdir / "model"), flush=True)
         positions = args.out / "trl_positions.json"
-        if not positions.exists():
+        if args.trl_seeds and not positions.exists():  # the peer's position check needs trl
             from experiments.lm_trl import position_mismatch
 
             positions.write_text(json.dumps(position_mismatch(str(wdir / "model"), args.task), indent=1))

@@ -52,6 +52,9 @@ def command(args) -> str:
     opts = f"--task {args.task} --answers {args.answers} --seeds {args.seeds} --trl-seeds {args.trl_seeds}"
     if args.warm_steps != 400:
         opts += f" --warm-steps {args.warm_steps}"
+    rungs = getattr(args, "rungs", RUNGS)
+    if set(rungs) != set(RUNGS):
+        opts += " --rungs " + " ".join(rungs)
     if args.no_default_run:
         opts += " --no-default-run"
     return f"python -m experiments.lm_benchmark {opts}"

@@ -50,6 +50,26 @@ def count_positions_from_mask(model) -> None:
     backbone.forward = forward
 
 
+def grpo_config(out_dir: Path, seed: int, limit: int, batches: int, prompts_per_batch: int, group_size: int,
+                num_minibatches: int, lr: float):
+    """TRL's DAPO settings at this toolkit's: ``batches`` generation batches of ``prompts_per_batch`` x
+    ``group_size`` answers, ``num_minibatches`` optimiser steps each, answers of at most ``limit`` tokens."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out_dir / "trl_out"), loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
+        mask_truncated_completions=True, beta=0.0, scale_rewards="group", num_generations=group_size,
+        max_completion_length=limit, per_device_train_batch_size=prompts_per_batch * group_size // num_minibatches,
+        steps_per_generation=num_minibatches, gradient_accumulation_steps=1, num_iterations=1,
+        max_steps=batches * num_minibatches, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0,
+        adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, temperature=1.0, top_k=0, top_p=1.0,
+        use_cpu=True, bf16=False, seed=seed, shuffle_dataset=False, report_to="none", save_strategy="no",
+        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+        # GRPOConfig defaults to gradient checkpointing (trl 1.16); this toolkit does not checkpoint, so the peer
+        # would recompute activations that ours keeps: off, for equal settings
+        gradient_checkpointing=False)
+
+
 def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Path, prompts_per_batch: int = 16,
             group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200) -> dict:
     """Train with TRL for ``answers`` generated answers (whole batches) and return the results row."""
@@ -57,7 +77,7 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
     from trl.rewards import get_soft_overlong_punishment
 
     from dapo_lm.rewards import Reward
@@ -85,18 +105,7 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
             generated["tokens"] += len(ids)
         return out
 
-    config = GRPOConfig(
-        output_dir=str(out_dir / "trl_out"), loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
-        mask_truncated_completions=True, beta=0.0, scale_rewards="group", num_generations=group_size,
-        max_completion_length=limit, per_device_train_batch_size=prompts_per_batch * group_size // num_minibatches,
-        steps_per_generation=num_minibatches, gradient_accumulation_steps=1, num_iterations=1,
-        max_steps=batches * num_minibatches, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0,
-        adam_beta1=0.9, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0, temperature=1.0, top_k=0, top_p=1.0,
-        use_cpu=True, bf16=False, seed=seed, shuffle_dataset=False, report_to="none", save_strategy="no",
-        logging_steps=10**6, disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
-        # GRPOConfig defaults to gradient checkpointing (trl 1.16); this toolkit does not checkpoint, so the peer
-        # would recompute activations that ours keeps: off, for equal settings
-        gradient_checkpointing=False)
+    config = grpo_config(out_dir, seed, limit, batches, prompts_per_batch, group_size, num_minibatches, lr)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
     count_positions_from_mask(model)  # GPT-2's absolute positions under TRL's loss forward (see the function)
     trainer = GRPOTrainer(model=model, reward_funcs=[correctness, get_soft_overlong_punishment(limit, buffer)],
@@ -113,12 +122,73 @@ def run_trl(model_dir: str, task_name: str, seed: int, answers: int, out_dir: Pa
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def run_trl_generic(model_dir: str, prompts: str, eval_prompts: str, reward: str, max_new_tokens: int,
+                    overlong_buffer: int, seed: int, answers: int, out_dir: Path, prompts_per_batch: int = 16,
+                    group_size: int = 8, num_minibatches: int = 4, lr: float = 1e-4, eval_problems: int = 200) -> dict:
+    """The generic path's peer (experiments/lm_generic_benchmark.py): TRL from a model directory holding its own
+    tokenizer, on the rows of a prompts file (the same rows in the same order as ``dapo run --prompts`` draws them
+    with this seed), with the user's ``module:function`` reward as it is (plus TRL's soft overlong punishment), timed
+    by phase (experiments/lm_phases.py); held-out accuracy as ``dapo run`` measures it."""
+    import importlib
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOTrainer
+    from trl.rewards import get_soft_overlong_punishment
+
+    from dapo_lm.hf_tokenizer import load_tokenizer
+    from dapo_lm.prompts import file_prompts
+    from dapo_lm.rewards import Reward
+    from dapo_lm.rollout import heldout_accuracy
+    from experiments.lm_phases import Phases, time_trl
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    tok = load_tokenizer(model_dir, "--model-dir", False)
+    source = file_prompts(prompts, "prompt", eval_prompts, 0.1, seed)
+    batches = -(-answers // (prompts_per_batch * group_size))
+    rows = source.draw(None, batches * prompts_per_batch)  # ours draws in this order (a permutation from the seed)
+    data = Dataset.from_list([{"prompt": p.prompt, **p.columns} for p in rows])
+    module, _, name = reward.rpartition(":")
+    user_fn = getattr(importlib.import_module(module), name)
+    generated = {"answers": 0, "tokens": 0}
+
+    def counted(prompts, completions, completion_ids, **kwargs):  # the user's reward, answers and tokens counted
+        generated["answers"] += len(completion_ids)
+        generated["tokens"] += sum(len(ids) for ids in completion_ids)
+        return user_fn(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+
+    counted.__name__ = name
+    config = grpo_config(out_dir, seed, max_new_tokens, batches, prompts_per_batch, group_size, num_minibatches, lr)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+    trainer = GRPOTrainer(model=model, args=config, train_dataset=data, processing_class=tok.tok,
+                          reward_funcs=[counted, get_soft_overlong_punishment(max_new_tokens, overlong_buffer)])
+    phases = Phases()
+    time_trl(phases, trainer)
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    final = heldout_accuracy(trainer.model, tok, Reward.load([reward]), source.heldout_set(eval_problems),
+                             max_new_tokens, torch.device("cpu"), samples=4, seed=seed + 10_000)
+    return {"algo": "trl-grpo-dapo-loss", "seed": seed, "answers_generated": generated["answers"],
+            "updates": batches * num_minibatches, "rl_time_s": round(wall, 2),
+            "answers_per_s": round(generated["answers"] / wall, 2), "tokens_per_s": round(generated["tokens"] / wall, 1),
+            "heldout_accuracy": final["greedy"], "heldout_accuracy_sampled": final["sampled"],
+            **{f"phase_{k}_s": round(v, 3) for k, v in phases.seconds.items()}}
+
+
 if __name__ == "__main__":  # one run per process, so that the peak memory is its own
     import sys
 
     args = json.loads(sys.argv[1])
-    row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]))
-    Path(args["row"]).write_text(json.dumps(row))
+    if args.pop("generic", False):
+        row_path = args.pop("row")
+        row = run_trl_generic(**{**args, "out_dir": Path(args["out_dir"])})
+        Path(row_path).write_text(json.dumps(row))
+    else:
+        row = run_trl(args["model_dir"], args["task"], args["seed"], args["answers"], Path(args["out_dir"]))
+        Path(args["row"]).write_text(json.dumps(row))
 
 
 def position_mismatch(model_dir: str, task_name: str, n: int = 128, seed: int = 0) -> dict:

@@ -41,3 +41,14 @@ def test_report_from_rows(tmp_path):
     assert rows[0].startswith("algo,task,seed,answers_generated") and len(rows) == 10
     with pytest.raises(FileNotFoundError):
         (out / "curves.png").read_bytes()  # no metrics.csv: no curves
+
+
+def test_command_names_the_rungs_run():
+    from experiments.lm_report import command
+
+    args = SimpleNamespace(task="add", answers=3840, seeds=5, trl_seeds=0, warm_steps=400, no_default_run=True,
+                           rungs=["lm-token-loss", "dapo-lm"])
+    assert command(args) == ("python -m experiments.lm_benchmark --task add --answers 3840 --seeds 5 --trl-seeds 0 "
+                             "--rungs lm-token-loss dapo-lm --no-default-run")
+    args.rungs = ["grpo-lm", "lm-overlong-filter", "lm-clip-higher", "lm-soft-penalty", "lm-token-loss", "dapo-lm"]
+    assert "--rungs" not in command(args)
