@@ -25,11 +25,12 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from core.config.errors import ConfigError, shown
+from core.config.parsing import importable_name
 
 LOCAL = "dapo-local/"  # rewards given as Python callables that cannot be imported by name (this process only)
 LOCAL_REWARDS: dict[str, Callable] = {}
@@ -74,16 +75,10 @@ def imports_code(spec: str) -> bool:
 def reference(fn: Callable) -> str:
     """The ``--reward`` string of a Python callable: ``module:qualname`` when that imports back to ``fn``, else a
     process-local name (a lambda, a local function, a function of ``__main__``)."""
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "") or type(fn).__name__
-    if module and module != "__main__" and "<" not in qualname:
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-            if obj is fn:
-                return f"{module}:{qualname}"
-        except Exception:  # noqa: BLE001 - not importable by name: a process-local reward
-            pass
+    imported = importable_name(fn)
+    if imported is not None:
+        return imported
+    qualname = getattr(fn, "__qualname__", "") or type(fn).__name__
     base = name = LOCAL + re.sub(r"[^\w.-]", "_", qualname)
     k = 1
     while LOCAL_REWARDS.get(name, fn) is not fn:  # another callable of that name (two lambdas): numbered

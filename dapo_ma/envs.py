@@ -18,6 +18,7 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from core.config.errors import ConfigError, shown
 from core.config.limits import check_env_sizes
+from core.config.parsing import importable_name
 from core.envs.state import capture, restore_mapping
 from dapo_ma.mpe_step import raw_mpe, step_mpe
 
@@ -42,17 +43,10 @@ def claims_env(name: str) -> bool:
 def env_reference(factory: Callable[..., Any]) -> str:
     """The ``--env`` string for a Python callable returning a ParallelEnv: ``module:qualname`` when that imports back
     to the same object, else a process-local name (the run cannot be reopened from another process then)."""
-    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
-    if module and module != "__main__" and "<" not in qualname:
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-            if obj is factory:
-                return f"{module}:{qualname}"
-        except Exception:
-            pass
-    name = f"dapo-local/{qualname or 'env'}-{id(factory):x}"
+    imported = importable_name(factory)
+    if imported is not None:
+        return imported
+    name = f"dapo-local/{getattr(factory, '__qualname__', '') or 'env'}-{id(factory):x}"
     _LOCAL[name] = factory
     return name
 

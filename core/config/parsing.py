@@ -6,11 +6,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import importlib
 import math
 import re
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import yaml
 
@@ -303,3 +304,18 @@ def load_run_config(run_dir: Path, cls: type, translate=None, required: tuple[st
 
 def is_finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def importable_name(obj: Any) -> Optional[str]:
+    """``"module:qualname"`` when importing that gives back ``obj`` itself (so a run that names it can be reopened by
+    another process), else None (a lambda, a local function, something of ``__main__``)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    if not module or module == "__main__" or "<" in qualname:
+        return None
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:  # noqa: BLE001 - not importable by that name
+        return None
+    return f"{module}:{qualname}" if found is obj else None

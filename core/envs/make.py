@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 from core.envs import minigrid, mujoco_log
 from core.config.errors import ConfigError
 from core.config.limits import check_env_sizes
+from core.config.parsing import importable_name
 
 
 def _ensure_registered(env_id: str) -> None:
@@ -94,22 +95,11 @@ def _unknown(env: str) -> None:
 def env_reference(factory: Callable[..., gym.Env]) -> str:
     """The ``--env`` string for a Python callable: ``module:qualname`` when that imports back to the same object
     (so the run can be reopened), else a process-local id in the ``dapo-local`` namespace."""
-    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
-    if module and module != "__main__" and "<" not in qualname:
-        try:
-            if importlib.import_module(module) is not None and _attr(module, qualname) is factory:
-                return f"{module}:{qualname}"
-        except Exception:
-            pass
-    name = re.sub(r"[^\w.-]", "_", qualname or type(factory).__name__)
+    imported = importable_name(factory)
+    if imported is not None:
+        return imported
+    name = re.sub(r"[^\w.-]", "_", getattr(factory, "__qualname__", "") or type(factory).__name__)
     return _register_factory(f"{LOCAL_NAMESPACE}/{name}-{id(factory):x}", factory)
-
-
-def _attr(module: str, qualname: str) -> Any:
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def imports_code(env: str) -> bool:
