@@ -14,10 +14,8 @@ from core.training.checkpoint import load_checkpoint, load_state, require, write
 from core.config.parsing import load_run_config as read_run_config, read_yaml, required_fields
 from core.config.errors import RunInterrupted
 from core.config.limits import check_device
-from core.training.logging import MetricLogger, Progress
-from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
-from core.run.runner import NullLogger, budget_line, run_started, train_interruptibly
+from core.run.runner import budget_line, run_started, train_on_rank
 from dapo_lm.config import LMConfig, check_reward_trust, complete
 from dapo_lm.rewards import RewardError
 
@@ -101,20 +99,8 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> Op
         print(settings_line(cfg), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step).replace("env steps", "answers"),
               flush=True)
-    logger = (MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg) if main
-              else NullLogger())
-    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
-                        f"{cfg.algo} {data_name(cfg)}", cfg.progress and main, cfg.progress_every_s)
-    try:
-        train_interruptibly(trainer, logger, progress)
-    except BaseException:
-        trainer.shards.close(finished=False)
-        raise
-    trainer.shards.close()
-    if not main:  # rank 0 alone evaluates the end and writes the outputs
-        if trainer.stop_requested:
-            raise RunInterrupted(run_dir)
-        return None
+    if not train_on_rank(cfg, run_dir, trainer, resume, f"{cfg.algo} {data_name(cfg)}", main, trainer.shards.close):
+        return None  # rank 0 alone evaluates the end and writes the outputs
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
                         f"{cfg.algo} on {data_name(cfg)} (training accuracy)", column="rollout/accuracy",
                         xlabel="generated answers", events=trainer.health_events)

@@ -16,10 +16,9 @@ from core.training.checkpoint import write_json
 from core.config.parsing import load_run_config as read_run_config, required_fields
 from core.config.errors import RunInterrupted
 from core.run.evaluation import mean_std
-from core.training.logging import MetricLogger, Progress, read_metrics
-from core.training.loop import rounded_budget
+from core.training.logging import read_metrics
 from core.run.plotting import plot_learning_curve
-from core.run.runner import budget_line, run_started, train_interruptibly
+from core.run.runner import budget_line, run_started, train_on_rank
 from core.run.runner import summary_line as run_line
 from dapo_ma import maddpg, ppo
 from dapo_ma.config import MAConfig
@@ -86,13 +85,8 @@ def settings_line(cfg: MAConfig) -> str:
 def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resume: bool) -> dict:
     print(settings_line(cfg), flush=True)
     print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
-    logger = MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg)
-    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
-                        f"{cfg.algo} {cfg.env}", cfg.progress, cfg.progress_every_s)
-    try:
-        train_interruptibly(trainer, logger, progress)
-    finally:
-        trainer.envs.close()
+    train_on_rank(cfg, run_dir, trainer, resume, f"{cfg.algo} {cfg.env}", True,
+                  lambda finished=True: trainer.envs.close())
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png",
                         f"{cfg.algo.upper()} on {cfg.env} (per-agent mean return)", events=trainer.health_events)
     if trainer.stop_requested:

@@ -227,6 +227,26 @@ class NullLogger:
         pass
 
 
+def train_on_rank(cfg, run_dir: Path, trainer, resume: bool, label: str, main: bool, close_group) -> bool:
+    """Train under :func:`train_interruptibly` on this data-parallel rank: rank 0 logs and shows progress, the others
+    log nothing.  ``close_group(finished=...)`` ends the process group after the training, as unfinished on a failure
+    (so the other ranks stop instead of waiting).  A rank other than 0 stops here (:class:`RunInterrupted` after a
+    Ctrl-C); True means this is rank 0, which goes on to evaluate and write the outputs."""
+    logger = (MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg) if main
+              else NullLogger())
+    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step, label,
+                        cfg.progress and main, cfg.progress_every_s)
+    try:
+        train_interruptibly(trainer, logger, progress)
+    except BaseException:
+        close_group(finished=False)
+        raise
+    close_group()
+    if not main and trainer.stop_requested:
+        raise RunInterrupted(run_dir)
+    return main
+
+
 def summary_line(s: dict, spec: str = ".1f", returns: str = "") -> str:
     """The run's last line; n/a for a number that is undefined (no finished episode, fewer than two eval episodes).
     ``spec`` formats the returns; ``returns`` says what a return is (dapo_ma's line: " (per agent)")."""
@@ -250,19 +270,7 @@ def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume:
         family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
         print(settings_line(cfg, trainer.extensions, family, resumed=resume), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
-    logger = (MetricLogger(run_dir, trainer.global_step if resume else None, cfg.tensorboard, wandb=cfg) if main
-              else NullLogger())
-    progress = Progress(rounded_budget(cfg.total_steps, trainer.batch_size), trainer.global_step,
-                        f"{cfg.algo} {cfg.env}", cfg.progress and main, cfg.progress_every_s)
-    try:
-        train_interruptibly(trainer, logger, progress)
-    except BaseException:
-        trainer.dist.close(finished=False)
-        raise
-    trainer.dist.close()
-    if not main:
-        if trainer.stop_requested:
-            raise RunInterrupted(run_dir)
+    if not train_on_rank(cfg, run_dir, trainer, resume, f"{cfg.algo} {cfg.env}", main, trainer.dist.close):
         return None
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}",
                         events=trainer.health_events)
