@@ -117,9 +117,12 @@ class NumpyUpdate:
                     if not np.isfinite(parts["loss"]):  # never let NaN/Inf reach the weights
                         return means(), False
                     parts.update(self._clip(grad, s.max_grad_norm))
-                    for k, sl in enumerate(self.opt_slices):
-                        steps[k] += 1
-                        self._adam(self.optimizer.param_groups[k], steps[k], flat[sl], grad[sl], m1[sl], m2[sl])
+                    steps = [t + 1 for t in steps]
+                    if self._one_adam(steps):  # equal settings and counts: the two groups' steps are one pass
+                        self._adam(self.optimizer.param_groups[0], steps[0], flat, grad, m1, m2)
+                    else:
+                        for k, sl in enumerate(self.opt_slices):
+                            self._adam(self.optimizer.param_groups[k], steps[k], flat[sl], grad[sl], m1[sl], m2[sl])
                     names = [f"train/{k}" for k in parts]
                     values = np.array([float(v) for v in parts.values()])
                     totals = values if totals is None else totals + values
@@ -155,6 +158,12 @@ class NumpyUpdate:
             scales.append(min(1.0, max_norm / (norm + 1e-6)))
             grad[sl] *= np.float32(scales[-1])
         return {"grad_norm_actor": norms[0], "grad_norm_critic": norms[1], "grad_scale_actor": scales[0]}
+
+    def _one_adam(self, steps: list[float]) -> bool:
+        """Whether both optimiser groups take the same Adam step (lr, betas, eps and step count), so that one pass
+        over the whole flat vector is the same arithmetic as one per group."""
+        a, c = self.optimizer.param_groups
+        return steps[0] == steps[1] and all(a[k] == c[k] for k in ("lr", "betas", "eps"))
 
     @staticmethod
     def _adam(group: dict, t: float, p: Array, g: Array, m1: Array, m2: Array) -> None:
@@ -215,16 +224,20 @@ class NumpyUpdate:
             err_clip = (v_clip - returns) ** 2
             per_sample = np.maximum(err, err_clip)
             g_v = _pick(err, err_clip, 2 * (v - returns), 2 * (v_clip - returns) * in_v, take_smaller=False)
-            clip_frac = float((1.0 - in_v).mean())
+            clip_frac = 1.0 - float(in_v.sum()) / m
         v_loss = (per_sample * aw).sum() / m
         g_v = (s.vf_coef * aw / m) * g_v
-        var_r = returns.var()
-        ev = 1 - (returns - v).var() / max(var_r, 1e-30) if var_r > 0 else float("nan")
+        # explained variance 1 - Var(R - V) / Var(R) (population variances, as np.var; dot products: cheaper calls)
+        dr = returns - returns.sum() / m
+        de = returns - v
+        de -= de.sum() / m
+        var_r = float(np.dot(dr, dr))
+        ev = 1 - float(np.dot(de, de)) / max(var_r, 1e-30) if var_r > 0 else float("nan")
         loss = pi_loss + s.vf_coef * v_loss - s.ent_coef * entropy
         grads = [*mlp_backward(self.actor_net, actor_inputs, g_out), *g_head,
                  *mlp_backward(self.critic_net, critic_inputs, g_v[:, None])]
         parts = {"policy_loss": pi_loss, "value_loss": v_loss, "entropy": entropy, "loss": loss,
-                 "clip_fraction": (1.0 - inside).mean(), "approx_kl": ((ratio - 1) - log_ratio).mean(),
-                 "ratio_mean": ratio.mean(), "ratio_min": ratio.min(), "ratio_max": ratio.max(),
+                 "clip_fraction": 1.0 - inside.sum() / m, "approx_kl": ((ratio - 1) - log_ratio).sum() / m,
+                 "ratio_mean": ratio.sum() / m, "ratio_min": ratio.min(), "ratio_max": ratio.max(),
                  "value_clip_fraction": clip_frac, "explained_variance": ev}
         return parts, np.concatenate([grads[i].ravel() for i in self.grad_order]).astype(np.float32, copy=False)
