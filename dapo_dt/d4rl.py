@@ -148,7 +148,7 @@ def check(o: D4RLOptions):
     if o.medium_step is not None and o.medium_step not in candidates:
         raise ConfigError(f"--medium-step {o.medium_step} is not a snapshot step of {run} between 0 and {final} (have "
                           f"{', '.join(map(str, candidates))})")
-    envs = gym.make(o.env)
+    envs = _make(o.env)
     obs_space, act_space = envs.observation_space, envs.action_space
     envs.close()
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1 and isinstance(act_space, gym.spaces.Box)
@@ -243,9 +243,17 @@ class _Open:
                        np.asarray(self.rewards, np.float32), terminated)
 
 
+def _make(env_id: str) -> gym.Env:
+    """``gym.make`` with MuJoCo's warnings shown once (core.envs.mujoco_log), as every env the toolkit makes."""
+    from core.envs import mujoco_log
+
+    mujoco_log.show_once(gym.registry.get(env_id))
+    return gym.make(env_id)
+
+
 def random_return(env_id: str, episodes: int, seed: int) -> float:
     """Mean return of uniformly random actions (D4RL's and Minari's ``ref_min_score``)."""
-    space = gym.make(env_id).action_space
+    space = _make(env_id).action_space
     space.seed(seed)
     rng = np.random.default_rng(seed)
     act = lambda obs, _: rng.uniform(space.low, space.high, (len(obs), *space.shape)).astype(np.float32)  # noqa: E731
