@@ -55,9 +55,11 @@ def test_the_rotation_table_for_an_agent_facing_right():
 
 def test_a_wall_across_the_view_hides_the_row_behind_it():
     # 3x3 view, agent at (1, 2), an opaque row j = 1 (see[i][j] is False there): the wall row is seen, row 0 is not
-    see = [[True, False, True], [True, False, True], [True, False, True]]
-    mask = visible(see, 3)
-    assert [mask[i][2] for i in range(3)] == [True] * 3 and [mask[i][1] for i in range(3)] == [True] * 3
-    assert [mask[i][0] for i in range(3)] == [False] * 3
+    def flat(table):  # visible() takes and returns [i * size + j]
+        return [v for row in table for v in row]
+
+    mask = visible(flat([[True, False, True], [True, False, True], [True, False, True]]), 3)
+    assert [mask[i * 3 + 2] for i in range(3)] == [True] * 3 and [mask[i * 3 + 1] for i in range(3)] == [True] * 3
+    assert [mask[i * 3 + 0] for i in range(3)] == [False] * 3
     # a single opaque cell ahead is seen around: MiniGrid's light also spreads diagonally from the open neighbours
-    assert visible([[True] * 3, [False, False, True], [True] * 3], 3)[1][0]
+    assert visible(flat([[True] * 3, [False, False, True], [True] * 3]), 3)[1 * 3 + 0]

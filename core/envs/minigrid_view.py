@@ -39,22 +39,33 @@ def view_offsets(size: int, direction: int) -> tuple[np.ndarray, np.ndarray]:
     return dx, dy
 
 
-def visible(see_behind: list[list[bool]], size: int) -> list[list[bool]]:
-    """MiniGrid's ``Grid.process_vis`` on a ``[i][j]`` table of "can see past this cell"; the agent at the bottom
-    middle (size // 2, size - 1).  Row by row from the agent outwards, light spreads right, then left, and one row up."""
-    mask = [[False] * size for _ in range(size)]
-    mask[size // 2][size - 1] = True
+@lru_cache(maxsize=None)
+def view_cells(size: int, direction: int) -> tuple[tuple[int, int, int], ...]:
+    """``(k, dx, dy)`` for every view cell, ``k = i * size + j`` (row-major over [i][j]), as plain ints: the
+    per-step loop then reads no NumPy scalars."""
+    dx, dy = view_offsets(size, direction)
+    return tuple((i * size + j, int(dx[i, j]), int(dy[i, j])) for i in range(size) for j in range(size))
+
+
+def visible(see_behind: list[bool], size: int) -> list[bool]:
+    """MiniGrid's ``Grid.process_vis`` on a flat ``[i * size + j]`` list of "can see past this cell"; the agent at the
+    bottom middle (size // 2, size - 1).  Row by row from the agent outwards, light spreads right, then left, and one
+    row up."""
+    mask = [False] * (size * size)
+    mask[(size // 2) * size + size - 1] = True
     for j in reversed(range(size)):
         for i in range(size - 1):
-            if mask[i][j] and see_behind[i][j]:
-                mask[i + 1][j] = True
+            k = i * size + j
+            if mask[k] and see_behind[k]:
+                mask[k + size] = True  # (i + 1, j)
                 if j > 0:
-                    mask[i + 1][j - 1] = mask[i][j - 1] = True
+                    mask[k + size - 1] = mask[k - 1] = True  # (i + 1, j - 1), (i, j - 1)
         for i in reversed(range(1, size)):
-            if mask[i][j] and see_behind[i][j]:
-                mask[i - 1][j] = True
+            k = i * size + j
+            if mask[k] and see_behind[k]:
+                mask[k - size] = True  # (i - 1, j)
                 if j > 0:
-                    mask[i - 1][j - 1] = mask[i][j - 1] = True
+                    mask[k - size - 1] = mask[k - 1] = True  # (i - 1, j - 1), (i, j - 1)
     return mask
 
 
@@ -62,31 +73,40 @@ def encoded_view(env) -> np.ndarray:
     """``(size, size, 3)`` uint8, equal to ``env.gen_obs()["image"]`` of MiniGrid's ``MiniGridEnv`` ``env``."""
     size = env.agent_view_size
     top_x, top_y, _, _ = env.get_view_exts()
-    dx, dy = view_offsets(size, env.agent_dir)
     grid = env.grid
-    codes = [[WALL_OUTSIDE] * size for _ in range(size)]
-    see = [[False] * size for _ in range(size)]
-    for i in range(size):
-        for j in range(size):
-            x, y = top_x + int(dx[i, j]), top_y + int(dy[i, j])
-            if 0 <= x < grid.width and 0 <= y < grid.height:
-                cell = grid.grid[y * grid.width + x]
-                codes[i][j], see[i][j] = (EMPTY, True) if cell is None else (cell.encode(), cell.see_behind())
-    mask = [[True] * size for _ in range(size)] if env.see_through_walls else visible(see, size)
-    codes[size // 2][size - 1] = env.carrying.encode() if env.carrying else EMPTY  # the agent sees what it holds
-    image = np.array(codes, dtype=np.uint8)
-    image[~np.array(mask)] = 0  # unseen
-    return image
+    width, height, cells = grid.width, grid.height, grid.grid
+    codes = [WALL_OUTSIDE] * (size * size)
+    see = [False] * (size * size)
+    for k, dx, dy in view_cells(size, env.agent_dir):
+        x, y = top_x + dx, top_y + dy
+        if 0 <= x < width and 0 <= y < height:
+            cell = cells[y * width + x]
+            if cell is None:
+                codes[k], see[k] = EMPTY, True
+            else:
+                codes[k], see[k] = cell.encode(), cell.see_behind()
+    codes[(size // 2) * size + size - 1] = env.carrying.encode() if env.carrying else EMPTY  # what the agent holds
+    image = np.array(codes, dtype=np.uint8)                                       # (size * size, 3)
+    if not env.see_through_walls:
+        image[~np.array(visible(see, size))] = 0  # unseen
+    return image.reshape(size, size, 3)
+
+
+@lru_cache(maxsize=None)
+def _slots(cells: int) -> np.ndarray:
+    """First one-hot slot of every cell, ``(cells,)``: cell k's slots are ``[20 k, 20 k + 20)``."""
+    return np.arange(cells) * (N_TYPES + N_COLORS + N_STATES)
 
 
 def one_hot(image: np.ndarray) -> np.ndarray:
     """``(w, h, 3)`` codes -> ``(w, h, 20)`` uint8: type, colour and state slots, as ``OneHotPartialObsWrapper``."""
-    out = np.zeros(image.shape[:2] + (N_TYPES + N_COLORS + N_STATES,), dtype=np.uint8)
-    i, j = np.indices(image.shape[:2])
-    out[i, j, image[..., 0]] = 1
-    out[i, j, N_TYPES + image[..., 1]] = 1
-    out[i, j, N_TYPES + N_COLORS + image[..., 2]] = 1
-    return out
+    codes = image.reshape(-1, 3).astype(np.intp)
+    base = _slots(len(codes))
+    out = np.zeros(len(codes) * (N_TYPES + N_COLORS + N_STATES), dtype=np.uint8)
+    out[base + codes[:, 0]] = 1
+    out[base + N_TYPES + codes[:, 1]] = 1
+    out[base + N_TYPES + N_COLORS + codes[:, 2]] = 1
+    return out.reshape(image.shape[:2] + (N_TYPES + N_COLORS + N_STATES,))
 
 
 class OneHotView(gym.ObservationWrapper):
