@@ -56,6 +56,8 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     chat_template: bool = False
     """Encode prompts through the tokenizer's chat template. Each prompt as one user message, with the generation
     prompt; refused if the tokenizer has no template."""
+    lora_rank: Optional[int] = None
+    """Train LoRA adapters of this rank (peft); base weights frozen."""
     n_layer: int = 4
     """GPT-2 blocks of a fresh model."""
     n_head: int = 4
@@ -98,7 +100,7 @@ class LMConfig(RunOptions, ProgressOptions, WandbOptions):
     prompts_per_batch: int = 16
     """Prompt groups per RL batch (after the group filter, with dynamic sampling)."""
     group_size: int = 8
-    """Answers sampled per prompt (G); advantages are relative to the group."""
+    """Answers sampled per prompt (G); advantages are group-relative."""
     temperature: float = 1.0
     """Sampling temperature of the RL answers."""
     group_streams: Optional[bool] = None
@@ -261,6 +263,7 @@ def validate(c: LMConfig) -> None:
             "--warm-start-steps needs a built-in --task (worked answers to learn from); your --prompts have none")
     require(c.model_dir is None or c.model_config is None,
             "--model-dir and --model-config both name the model; give one")
+    require(c.lora_rank is None or c.lora_rank >= 1, f"--lora-rank must be at least 1, got {c.lora_rank}")
     require(0 < c.heldout_share < 1, f"--heldout-share must be in (0, 1), got {c.heldout_share}")
     require(bool(c.prompt_column), "--prompt-column must name a column")
     require(c.group_filter in GROUP_FILTERS,

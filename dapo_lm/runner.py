@@ -60,6 +60,8 @@ def settings_line(cfg: LMConfig) -> str:
               f"{'carried' if cfg.carry_surplus else 'discarded'})" if cfg.dynamic_sampling else "no group filter"),
              f"{cfg.prompts_per_batch} prompts x {cfg.group_size} answers, {cfg.num_minibatches} steps per batch",
              f"warm start {cfg.warm_start_steps} steps" if cfg.warm_start_steps else "no warm start"]
+    if cfg.lora_rank is not None:
+        parts.append(f"LoRA rank {cfg.lora_rank} (base weights frozen)")
     if cfg.reward:
         parts.insert(0, f"reward {' + '.join(cfg.reward)}, correct at >= {cfg.correct_threshold:g}")
     recipes = f" [recipes: {', '.join(cfg.recipe)}]" if cfg.recipe else ""

@@ -88,4 +88,8 @@ def prepare(cfg, dry_run: bool = True) -> Setup:
     positions = n_positions(cfg, prompt_room(cfg, source, tok))
     model = build_model(tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, positions, cfg.model_dir, cfg.seed,
                         cfg.model_config, tok.describe())
+    if cfg.lora_rank is not None:
+        from dapo_lm.lora import with_lora
+
+        model = with_lora(model, cfg.lora_rank, cfg.seed)
     return Setup(tok, source, reward, model, task)

@@ -21,6 +21,7 @@ import torch
 from core.training.checkpoint import save_checkpoint
 from core.config.errors import ConfigError
 from dapo_lm.group_filter import GroupFilter
+from dapo_lm.lora import trainable
 from dapo_lm.losses import (aggregate, batch_normaliser, clipped_token_surrogate, constant_groups, group_advantages,
                             response_mask)
 from core.training.loop import rng_state, seed_everything, set_rng_state, train_loop
@@ -47,6 +48,7 @@ class LMTrainer:
         setup = setup or prepare(cfg, dry_run=False)  # the runner prepares (and checks) it before the run directory
         self.tok, self.task, self.source, self.reward = setup.tok, setup.task, setup.source, setup.reward
         self.model = setup.model.to(self.device)
+        self.trainable = trainable(self.model)  # every parameter, or the LoRA adapters alone (dapo_lm/lora.py)
         self.shards.dist.broadcast_modules([self.model])
         self.rng = np.random.default_rng(cfg.seed)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
@@ -142,7 +144,7 @@ class LMTrainer:
 
     def _optimizer(self) -> torch.optim.Optimizer:
         lr = self.cfg.lr if self.warm_step >= self.cfg.warm_start_steps else self.cfg.warm_start_lr
-        return torch.optim.AdamW(self.model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+        return torch.optim.AdamW(self.trainable, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
 
     # --- warm start ------------------------------------------------------------------------------------
     def warm_iterate(self) -> dict:
@@ -171,8 +173,8 @@ class LMTrainer:
                     loss = supervised_loss(self.model, ids[rows].to(self.device), mask[rows].to(self.device),
                                            answer[rows].to(self.device), norm)
                 loss.backward()
-            self.shards.sum_gradients(self.model.parameters())
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+            self.shards.sum_gradients(self.trainable)
+            torch.nn.utils.clip_grad_norm_(self.trainable, c.max_grad_norm)
             self.optimizer.step()
             self.warm_step += 1
             losses.append(float(loss.detach()))
@@ -328,8 +330,8 @@ class LMTrainer:
                     sums["low"] += float(d["clipped_low"][m].sum())
                     sums["high"] += float(d["clipped_high"][m].sum())
                     sums["kl"] += float(((log_ratio.exp() - 1) - log_ratio)[m].sum())
-                self.shards.sum_gradients(self.model.parameters())
-                sums["grad"] += float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm))
+                self.shards.sum_gradients(self.trainable)
+                sums["grad"] += float(torch.nn.utils.clip_grad_norm_(self.trainable, c.max_grad_norm))
                 self.optimizer.step()
                 sums["steps"] += 1
                 self.optimizer_steps += 1
