@@ -181,9 +181,17 @@ def test_throughput_report_with_a_subset_of_peers(tmp_path):
     write_report(rows, tmp_path, "cmd", "machine", args)
     md = (tmp_path / "results.md").read_text()
     assert "(a) Equal" not in md and "(d) DAPO" not in md
-    assert "our best / SB3's best SPS: target >= 3x: met (5.00 vs target 3.0)" in md
+    assert "our best / SB3's best SPS: target >= 4.0x (issue #59): met (5.00 vs target 4.0)" in md
     # 4000 / 5000 end to end; 2048 / 0.4 s = 5120 SPS per iteration = 102% of raw
-    assert "ours ppo x8 envs +overlap: 80% of the raw x8 stepping rate (target >= 60%: met; 102% per iteration" in md
+    assert ("ours ppo x8 envs +overlap: 80% of the raw x8 stepping rate (target >= 80% (issue #59): met; 102% per "
+            "iteration") in md
+    # no synchronous twin ran: no overlap-vs-sync line; with one at 5000 SPS the overlapped run is 0.80x: NOT met
+    assert "overlapped at least as fast" not in md
+    write_report(rows + [row("b", "ours ppo x8 envs", 5000.0, init_s=2.0, iter_s=0.5, collect_s=0.3,
+                             advantage_s=0.006, update_s=0.2)], tmp_path, "cmd", "machine", args)
+    md = (tmp_path / "results.md").read_text()
+    assert ("ours ppo x8 envs +overlap / ours ppo x8 envs: overlapped at least as fast as synchronous: NOT met "
+            "(0.80 vs target 1.0)") in md
     assert "start-up 2.5s of 25.0s" in md
 
 
