@@ -26,7 +26,7 @@ def load_run_config(run_dir: Path, trust_env: bool = False) -> LMConfig:
     """The saved config; a --reward it names that imports code is refused unless ``trust_env``
     (:func:`dapo_lm.config.check_reward_trust`)."""
     unset = ("run_dir", "model_dir", "micro_batch_size", "model_config", "tokenizer_dir", "prompts", "eval_prompts",
-             "correct_reward", "group_streams")
+             "correct_reward", "group_streams", "lora_rank")
     required = ("task", *(name for name in required_fields(LMConfig, unset) if name != "env"))
     cfg = read_run_config(run_dir, LMConfig, required=required)
     check_reward_trust(cfg.reward, (), str(Path(run_dir) / "config.yaml"), trust_env)
