@@ -5,7 +5,7 @@ object for every cell outside it), rotates it one to four times (49 ``get``/``se
 visibility, encodes it, and ``OneHotPartialObsWrapper`` one-hot encodes it in a double loop.  On DoorKey-5x5 that
 was about 80% of a PPO iteration's env-stepping time.  ``OneHotView`` reads the same state (``agent_pos``,
 ``agent_dir``, ``grid``, ``carrying``) once per step: the view's world coordinates come from a table per direction,
-the visibility pass runs on a 7x7 list of booleans, and the one-hot is one fancy-indexed assignment.
+the visibility pass runs on a flat list of 49 booleans, and the one-hot is one fancy-indexed assignment.
 ``tests/test_minigrid_view.py`` checks that it equals MiniGrid's own pipeline on every step of random episodes of
 several tasks; the env's dynamics are untouched (only ``gen_obs`` is replaced, on this env instance).
 """
