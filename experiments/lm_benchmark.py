@@ -106,17 +106,21 @@ def rl_job(label: str, algo: str, recipe, task: str, seed: int, args, model_dir:
 
 
 def trl_job(task: str, seed: int, args, model_dir: Path) -> dict:
-    label = TRL
-    out = args.runs_dir / task / f"{label}__s{seed}"
+    return trl_child(args.runs_dir / task / f"{TRL}__s{seed}", {"model_dir": str(model_dir), "task": task,
+                                                              "answers": args.answers}, seed)
+
+
+def trl_child(out: Path, spec: dict, seed: int) -> dict:
+    """experiments.lm_trl in a process of its own on ``spec`` (plus the seed, ``out`` and the row file beside it);
+    the row it writes, completed with the process's peak RSS and wall clock.  A finished run's row is read back."""
     row_file = out.with_suffix(".row.json")
     if row_file.exists():
         return json.loads(row_file.read_text())
     out.mkdir(parents=True, exist_ok=True)
-    spec = {"model_dir": str(model_dir), "task": task, "seed": seed, "answers": args.answers, "out_dir": str(out),
-            "row": str(row_file)}
+    spec = {**spec, "seed": seed, "out_dir": str(out), "row": str(row_file)}
     code, wall, rss = run_child(["experiments.lm_trl", json.dumps(spec)], out.with_suffix(".log"))
     if code != 0 or not row_file.exists():
-        return {"algo": label, "seed": seed, "failed": code}
+        return {"algo": TRL, "seed": seed, "failed": code}
     row = json.loads(row_file.read_text())
     row.update(peak_rss_mb=round(rss, 1), process_wall_s=round(wall, 1))
     row_file.write_text(json.dumps(row))

@@ -24,7 +24,7 @@ import json
 import time
 from pathlib import Path
 
-from experiments.lm_benchmark import run_child, sampler_vs_generate
+from experiments.lm_benchmark import run_child, sampler_vs_generate, trl_child
 from experiments.sweep import caller_path, parser, positive_int, script_main
 
 REWARD = "experiments.lm_add_reward:reward"
@@ -163,23 +163,11 @@ def dapo_job(label: str, algo: str, recipe, seed: int, args) -> dict:
 
 
 def trl_job(seed: int, args) -> dict:
-    out = args.runs_dir / f"{TRL}__s{seed}"
-    row_file = out.with_suffix(".row.json")
-    if row_file.exists():
-        return json.loads(row_file.read_text())
-    out.mkdir(parents=True, exist_ok=True)
     d = args.data
-    spec = {"generic": True, "model_dir": str(d / "model"), "prompts": str(d / "train.jsonl"),
-            "eval_prompts": str(d / "heldout.jsonl"), "reward": REWARD, "max_new_tokens": MAX_NEW_TOKENS,
-            "overlong_buffer": OVERLONG_BUFFER, "seed": seed, "answers": args.answers, "out_dir": str(out),
-            "row": str(row_file)}
-    code, wall, rss = run_child(["experiments.lm_trl", json.dumps(spec)], out.with_suffix(".log"))
-    if code != 0 or not row_file.exists():
-        return {"algo": TRL, "seed": seed, "failed": code}
-    row = json.loads(row_file.read_text())
-    row.update(peak_rss_mb=round(rss, 1), process_wall_s=round(wall, 1))
-    row_file.write_text(json.dumps(row))
-    return row
+    return trl_child(args.runs_dir / f"{TRL}__s{seed}", {
+        "generic": True, "model_dir": str(d / "model"), "prompts": str(d / "train.jsonl"),
+        "eval_prompts": str(d / "heldout.jsonl"), "reward": REWARD, "max_new_tokens": MAX_NEW_TOKENS,
+        "overlong_buffer": OVERLONG_BUFFER, "answers": args.answers}, seed)
 
 
 def main(argv=None, prog=None) -> int:
