@@ -102,6 +102,8 @@ class NumpyUpdate:
         if proximal is not None:  # ratio against the proximal policy, surrogate weighted (core.algo.proximal)
             data[2], lag_weights = proximal.logp.numpy(), proximal.weight.numpy()
         totals, names, n = None, [], 0
+        # the groups' settings are fixed during an update and both counts rise together: decided once
+        one_pass = self._one_adam(steps)
 
         def means() -> dict[str, float]:
             return {} if totals is None else dict(zip(names, (totals / n).tolist()))
@@ -118,7 +120,7 @@ class NumpyUpdate:
                         return means(), False
                     parts.update(self._clip(grad, s.max_grad_norm))
                     steps = [t + 1 for t in steps]
-                    if self._one_adam(steps):  # equal settings and counts: the two groups' steps are one pass
+                    if one_pass:  # equal settings and counts: the two groups' steps are one pass
                         self._adam(self.optimizer.param_groups[0], steps[0], flat, grad, m1, m2)
                     else:
                         for k, sl in enumerate(self.opt_slices):
