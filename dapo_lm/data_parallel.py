@@ -7,10 +7,10 @@ batch, to float rounding:
 
 - **Generation.**  Every rank draws a round's ``P`` prompts from the same stream; rank ``r`` answers its contiguous
   share (``P / W``) of them, each group's answers from a stream of its own keyed by ``(seed, the group's index in the
-  run)`` (``--group-streams``, :func:`group_generators`).  The groups (token ids, lengths, verdicts, rewards:
-  a few MB) are all-gathered in rank order, which is the one-process order, so the group filter (dynamic sampling),
-  which runs on every rank alike, keeps and refills on the global round.
-- **Update.**  pi_old is scored on a share of the batch's rows per rank and gathered.  Each minibatch (rank 0's
+  run)`` (``--group-streams``, :func:`group_generators`).  The groups (token ids, lengths, verdicts, rewards, the
+  sampled log-probs: a few MB) are all-gathered in rank order, the one-process order, so the group filter
+  (dynamic sampling), which runs on every rank alike, keeps and refills on the global round.
+- **Update.**  pi_old travels with each group from the rank that sampled it.  Each minibatch (rank 0's
   permutation) is cut into ``W`` contiguous parts; each rank back-propagates its part's loss divided by the normaliser
   of the *whole* minibatch (every rank holds the batch's masks, so the token count of DAPO's token-mean needs no
   collective), and the gradients are summed: the sum is the one-process gradient.  The supervised warm start splits

@@ -178,6 +178,9 @@ class Generated:
     """(N,) response lengths in tokens, EOS included."""
     truncated: Tensor
     """(N,) bool: no EOS within the limit."""
+    logprobs: Optional[Tensor] = None
+    """(N, R) float32 log-probability each sampled token was drawn with, ``log softmax(logits / T)`` (0 after EOS);
+    None for greedy decoding.  The behaviour policy's pi_old, so the RL update needs no scoring pass of its own."""
 
 
 def draw(probs: Tensor, generator) -> Tensor:
@@ -195,9 +198,12 @@ def draw(probs: Tensor, generator) -> Tensor:
 def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, eos_id: int, pad_id: int,
            temperature: float = 1.0, generator=None, greedy: bool = False) -> Generated:
     """Sample responses for left-padded prompts ``(N, Lp)``, one token per step through the KV cache, stopping
-    once every row has emitted EOS (or at ``max_new_tokens``).  ``generator``: see :func:`draw`."""
+    once every row has emitted EOS (or at ``max_new_tokens``), with the log-probability of each drawn token (the
+    same numbers :func:`answer_logprobs` computes from one full forward pass, up to float rounding between the
+    cached and the full pass).  ``generator``: see :func:`draw`."""
     n, device = prompt_ids.shape[0], prompt_ids.device
     tokens = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
+    logprobs = None if greedy else torch.zeros((n, max_new_tokens), device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
     mask = prompt_mask
@@ -209,8 +215,9 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
         if greedy:
             tok = logits.argmax(-1)
         else:
-            probs = torch.softmax(logits / temperature, -1)
-            tok = draw(probs, generator)
+            scaled = logits / temperature
+            tok = draw(torch.softmax(scaled, -1), generator)
+            logprobs[:, t] = torch.log_softmax(scaled, -1).gather(-1, tok[:, None]).squeeze(-1).masked_fill(done, 0.0)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         tokens[:, t] = tok
         finished_now = (tok == eos_id) & ~done
@@ -223,7 +230,8 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
         out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos, use_cache=True, **cache)
         next_pos = next_pos + 1
     width = int(lengths.max())
-    return Generated(tokens[:, :width].contiguous(), lengths, ~done)
+    return Generated(tokens[:, :width].contiguous(), lengths, ~done,
+                     None if logprobs is None else logprobs[:, :width].contiguous())
 
 
 def answer_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, responses: Tensor, response_mask: Tensor,

@@ -39,20 +39,22 @@ def score(reward, tok, problems: list[Problem], tokens: Tensor, truncated: Tenso
 def generate_groups(model, tok, reward, problems: list[Problem], cfg, device,
                     generator: Optional[torch.Generator]) -> tuple[list[dict], Tensor]:
     """``G`` sampled answers to each problem -> (groups, rewards ``(P, G)``); each group is a dict of the prompt's
-    ids ``(Lp,)``, the answers' ``tokens (G, R)``, ``lengths``, ``truncated``, ``correct`` and ``rewards`` ``(G,)``."""
+    ids ``(Lp,)``, the answers' ``tokens (G, R)``, ``lengths``, ``truncated``, ``correct`` and ``rewards`` ``(G,)``,
+    and ``logp_old (G, R)``: the log-probabilities the sampler drew the tokens with (pi_old of the update)."""
     g = cfg.group_size
     prompts = [tok.encode_prompt(p.prompt) for p in problems]
     ids, mask = left_pad([p for p in prompts for _ in range(g)], tok.pad_id, device)
     model.eval()
     with autocast(device):
         out = sample(model, ids, mask, cfg.max_new_tokens, tok.eos_id, tok.pad_id, cfg.temperature, generator)
-    tokens, lengths, truncated = out.tokens.cpu(), out.lengths.cpu(), out.truncated.cpu()
+    tokens, lengths, truncated, logp = out.tokens.cpu(), out.lengths.cpu(), out.truncated.cpu(), out.logprobs.cpu()
     base, correct = score(reward, tok, problems, tokens, truncated, g)
     correct = torch.from_numpy(correct)
     rewards = rewards_of(torch.from_numpy(base), lengths, cfg)
     rows = [slice(k * g, (k + 1) * g) for k in range(len(problems))]
     groups = [{"prompt": torch.tensor(prompts[k]), "tokens": tokens[r], "lengths": lengths[r],
-               "truncated": truncated[r], "correct": correct[r], "rewards": rewards[r]} for k, r in enumerate(rows)]
+               "truncated": truncated[r], "correct": correct[r], "rewards": rewards[r], "logp_old": logp[r]}
+              for k, r in enumerate(rows)]
     return groups, rewards.view(len(problems), g)
 
 

@@ -270,8 +270,9 @@ class LMTrainer:
         return self.shards.gather_rows(logp, self.device)
 
     def keep_behaviour_logprobs(self, groups: list[dict]) -> None:
-        """Give each carried group that lacks them (one generated in this iteration) ``logp_old`` ``(G, its longest
-        answer)``, on the CPU: the log-probs of the policy that generated it, which its next update's ratio keeps."""
+        """Give each group that lacks them ``logp_old`` ``(G, its longest answer)``, on the CPU: the log-probs of the
+        current policy, scored in one pass.  Groups from the sampler carry their own (the policy that generated them,
+        :func:`dapo_lm.model.sample`), so this pass runs only for groups made otherwise."""
         new = [grp for grp in groups if "logp_old" not in grp]
         if not new:
             return
@@ -284,11 +285,13 @@ class LMTrainer:
     def update(self, groups: list[dict]) -> dict:
         """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps.
 
-        pi_old and pi_theta are both scored as the answers were sampled: at ``--temperature`` (log softmax(logits /
-        T)) and in eval mode, without dropout (a --model-dir GPT-2 has dropout 0.1; a fresh one has none).  The
-        update's forward passes run without dropout too, as verl and TRL effectively do (dropout 0), so the ratio
-        is exactly 1 at identical weights and moves only with the weights; the warm start keeps the model's
-        dropout.  Under torchrun every rank holds the whole batch; each takes a contiguous part of every minibatch,
+        pi_old is what the sampler drew each token with: at ``--temperature`` (log softmax(logits / T)) and in eval
+        mode, without dropout (a --model-dir GPT-2 has dropout 0.1; a fresh one has none); keeping it from the
+        sampler saves the scoring pass TRL and verl run (their samplers are other engines), and makes the ratio the
+        importance weight against the distribution the tokens truly came from.  pi_theta is scored the same way
+        (temperature, no dropout, as verl and TRL effectively do), so the ratio is 1 at identical weights up to the
+        float rounding between the cached and the full forward pass (~1e-7 in fp32) and moves only with the
+        weights; the warm start keeps the model's dropout.  Under torchrun every rank holds the whole batch; each takes a contiguous part of every minibatch,
         divides its loss by the whole minibatch's normaliser, and the gradients are summed
         (dapo_lm/data_parallel.py)."""
         c, dev = self.cfg, self.device
@@ -297,11 +300,11 @@ class LMTrainer:
         width = b.tokens.shape[1]
         real = response_mask(b.lengths, width, b.truncated, False)                            # (N, R)
         counted = response_mask(b.lengths, width, b.truncated, bool(c.filter_truncated))      # (N, R)
-        logp_old = self.behaviour_logprobs(b, real)  # the groups generated for this update: the current policy
-        for k, grp in enumerate(groups):  # a carried group: the policy that generated it, one or more updates ago
-            if "logp_old" in grp:
-                w = min(width, grp["logp_old"].shape[1])
-                logp_old[k * c.group_size:(k + 1) * c.group_size, :w] = grp["logp_old"][:, :w].to(dev)
+        self.keep_behaviour_logprobs(groups)
+        logp_old = torch.zeros(real.shape, device=dev)  # (N, R): each group's behaviour policy, kept since sampling
+        for k, grp in enumerate(groups):
+            w = min(width, grp["logp_old"].shape[1])
+            logp_old[k * c.group_size:(k + 1) * c.group_size, :w] = grp["logp_old"][:, :w].to(dev)
         self.model.eval()  # no dropout in pi_theta either: the ratio is exactly 1 at identical weights
         n = len(adv)
         sums = dict(loss=0.0, entropy=0.0, tokens=0.0, counted=0.0, low=0.0, high=0.0, kl=0.0, grad=0.0, steps=0)

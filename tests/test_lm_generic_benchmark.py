@@ -91,7 +91,8 @@ def test_report_from_rows(tmp_path):
 
 @pytest.mark.slow
 def test_phase_timers_see_every_phase_of_a_dapo_run(tmp_path):
-    """The wrapper reaches the functions a run calls (a rename in dapo_lm would leave a phase at 0 s)."""
+    """The wrapper reaches the functions a run calls (a rename in dapo_lm would leave a phase at 0 s), and the run
+    scores no pi_old pass of its own."""
     import subprocess
     import sys
 
@@ -102,6 +103,7 @@ def test_phase_timers_see_every_phase_of_a_dapo_run(tmp_path):
            "--device", "cpu", "--no-progress", "--no-tensorboard", "--run-dir", str(tmp_path / "run")]
     subprocess.run(cmd, check=True, capture_output=True, cwd=str(Path(__file__).resolve().parents[1]))
     seconds = json.loads(out.read_text())
-    assert set(seconds) == {"generation", "reward", "scoring"} and all(v > 0 for v in seconds.values())
+    assert set(seconds) == {"generation", "reward", "scoring"} and seconds["generation"] > 0 and seconds["reward"] > 0
+    assert seconds["scoring"] == 0  # the sampler keeps pi_old: no scoring pass
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert sum(seconds.values()) < summary["rl_time_s"]  # evaluation is not counted: the phases fit in the RL clock

@@ -145,7 +145,7 @@ def dropout_model_dir(tmp_path):
     return str(path)
 
 
-def test_the_ratio_is_one_at_identical_weights_with_a_dropout_model(tmp_path, dropout_model_dir):
+def test_the_ratio_is_one_at_identical_weights_with_a_dropout_model(tmp_path, dropout_model_dir, monkeypatch):
     cfg = resolve({**{k: v for k, v in TINY.items() if not k.startswith("n_")}, "algo": "grpo-lm",
                    "model_dir": dropout_model_dir, "prompts_per_batch": 2, "group_size": 4, "num_minibatches": 2,
                    "run_dir": str(tmp_path / "run")})
@@ -161,11 +161,14 @@ def test_the_ratio_is_one_at_identical_weights_with_a_dropout_model(tmp_path, dr
         return loss, d
 
     dapo_lm.trainer.clipped_token_surrogate, saved = spy, real
+    monkeypatch.setattr(torch, "randperm", lambda n, **k: torch.arange(n))
     try:
         trainer.update(groups)
     finally:
         dapo_lm.trainer.clipped_token_surrogate = saved
-    first = calls[0]  # the first minibatch: before any optimiser step, pi_theta = pi_old
+    lengths = torch.cat([g["lengths"] for g in groups])[:len(calls[0])]  # minibatches in batch order
+    real = torch.arange(calls[0].shape[1])[None] < lengths[:, None]  # answer tokens (pads are not scored)
+    first = calls[0][real]  # the first minibatch: before any optimiser step, pi_theta = pi_old
     assert torch.allclose(first, torch.ones_like(first), atol=1e-5), (first.min(), first.max())
 
 

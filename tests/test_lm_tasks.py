@@ -74,3 +74,41 @@ def test_kv_cache_sampling_matches_a_full_forward_pass():
                               with_entropy=True)
     assert torch.isfinite(lp).all() and (ent >= 0).all()
     assert (~s.truncated | (s.lengths == 12)).all()  # a truncated answer used the whole limit
+
+
+def test_the_sampler_log_probs_equal_a_full_forward_pass_at_the_temperature():
+    """The log-probs kept from sampling (pi_old of the update) are those :func:`answer_logprobs` computes in one
+    full pass at the same temperature, on the answer tokens; 0 after EOS."""
+    from dapo_lm.model import answer_logprobs, build_model, left_pad, sample
+
+    tok = CharTokenizer()
+    model = build_model(tok.vocab_size, 2, 2, 32, 64, seed=3).eval()
+    ids, mask = left_pad([tok.encode(p, bos=True) for p in ("1+2=", "345+6789=", "7*3=")], tok.pad_id, "cpu")
+    s = sample(model, ids, mask, 12, tok.eos_id, tok.pad_id, 0.7, torch.Generator().manual_seed(1))
+    real = torch.arange(s.tokens.shape[1])[None] < s.lengths[:, None]
+    with torch.no_grad():
+        lp, _ = answer_logprobs(model, ids, mask, s.tokens, real, temperature=0.7)
+    assert s.logprobs.shape == s.tokens.shape and (s.logprobs[real] < 0).all()
+    assert torch.allclose(s.logprobs[real], lp[real], atol=1e-5), (s.logprobs[real] - lp[real]).abs().max()
+    assert (s.logprobs[~real] == 0).all()
+    assert sample(model, ids, mask, 12, tok.eos_id, tok.pad_id, greedy=True).logprobs is None
+
+
+def test_the_update_runs_no_scoring_pass_for_sampled_groups(tmp_path, monkeypatch):
+    """Groups from the sampler bring their pi_old: the update's only forward passes are its minibatches'."""
+    import dapo_lm.trainer
+    from dapo_lm.config import resolve
+    from dapo_lm.trainer import LMTrainer
+
+    cfg = resolve({"algo": "grpo-lm", "n_layer": 1, "n_head": 2, "n_embd": 16, "warm_start_steps": 0, "device": "cpu",
+                   "eval_problems": 4, "eval_samples": 0, "prompts_per_batch": 2, "group_size": 2,
+                   "num_minibatches": 2, "num_epochs": 1})
+    trainer = LMTrainer(cfg, tmp_path)
+    trainer._generated = []
+    groups, _, _ = trainer._round()
+    assert all(g["logp_old"].shape == g["tokens"].shape for g in groups)
+    calls = []
+    real = dapo_lm.trainer.answer_logprobs
+    monkeypatch.setattr(dapo_lm.trainer, "answer_logprobs", lambda *a, **k: calls.append(k) or real(*a, **k))
+    trainer.update(groups)
+    assert len(calls) == 2 and all(k.get("with_entropy") for k in calls)  # the two minibatches, no pi_old pass
