@@ -200,18 +200,25 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
     """Sample responses for left-padded prompts ``(N, Lp)``, one token per step through the KV cache, stopping
     once every row has emitted EOS (or at ``max_new_tokens``), with the log-probability of each drawn token (the
     same numbers :func:`answer_logprobs` computes from one full forward pass, up to float rounding between the
-    cached and the full pass).  ``generator``: see :func:`draw`."""
+    cached and the full pass).  ``generator``: see :func:`draw`.
+
+    Finished rows leave the forward pass (their cache rows dropped once a tenth of the running rows are done:
+    answers of one batch differ in length, so the last steps run few rows).  Every row still takes its draw from
+    ``generator`` at every step, as before, so the tokens are those of the full-batch loop."""
     n, device = prompt_ids.shape[0], prompt_ids.device
     tokens = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = None if greedy else torch.zeros((n, max_new_tokens), device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
+    running = torch.arange(n, device=device)  # the rows the model still runs, in order
     mask = prompt_mask
     pos = positions(mask)
     out = model(input_ids=prompt_ids, attention_mask=mask, position_ids=pos, use_cache=True)
     next_pos = pos[:, -1:] + 1
     for t in range(max_new_tokens):
-        logits = out.logits[:, -1].float()
+        logits = out.logits[:, -1].float()                                        # (running, V)
+        if len(running) < n:  # finished rows draw from a uniform stand-in (their token is replaced by pad)
+            logits = torch.zeros((n, logits.shape[-1]), device=device).index_copy_(0, running, logits)
         if greedy:
             tok = logits.argmax(-1)
         else:
@@ -225,9 +232,15 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
         done |= finished_now
         if bool(done.all()) or t == max_new_tokens - 1:
             break
-        mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], 1)
-        cache = {"cache": out["cache"]} if "cache" in out else {"past_key_values": out.past_key_values}  # 5.x / 4.x
-        out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos, use_cache=True, **cache)
+        cache = out["cache"] if "cache" in out else out.past_key_values  # transformers 5.x / 4.x
+        keep = ~done[running]
+        if int(keep.sum()) <= 0.9 * len(running) and hasattr(cache, "batch_select_indices"):
+            rows = keep.nonzero().squeeze(1)
+            cache.batch_select_indices(rows)
+            running, mask, next_pos = running[rows], mask[rows], next_pos[rows]
+        mask = torch.cat([mask, torch.ones((len(running), 1), dtype=mask.dtype, device=device)], 1)
+        cached = {"cache": cache} if "cache" in out else {"past_key_values": cache}
+        out = model(input_ids=tok[running, None], attention_mask=mask, position_ids=next_pos, use_cache=True, **cached)
         next_pos = next_pos + 1
     width = int(lengths.max())
     return Generated(tokens[:, :width].contiguous(), lengths, ~done,

@@ -112,3 +112,28 @@ def test_the_update_runs_no_scoring_pass_for_sampled_groups(tmp_path, monkeypatc
     monkeypatch.setattr(dapo_lm.trainer, "answer_logprobs", lambda *a, **k: calls.append(k) or real(*a, **k))
     trainer.update(groups)
     assert len(calls) == 2 and all(k.get("with_entropy") for k in calls)  # the two minibatches, no pi_old pass
+
+
+def test_rows_that_finish_leave_the_forward_pass_and_change_no_token(monkeypatch):
+    """Each row's answer and log-probs, from a stream of its own, are the same in a batch (where finished rows are
+    dropped from the cache and the forward pass) as alone; the batch did drop rows."""
+    from transformers import DynamicCache
+
+    from dapo_lm.model import build_model, left_pad, sample
+
+    tok = CharTokenizer()
+    model = build_model(tok.vocab_size, 2, 2, 32, 64, seed=5).eval()
+    prompts = [tok.encode(p, bos=True) for p in ("1+2=", "345+6789=", "7*3=", "88-9=", "6+6=", "12*12=")]
+    streams = lambda: [torch.Generator().manual_seed(10 + i) for i in range(len(prompts))]  # noqa: E731
+    dropped = []
+    select = DynamicCache.batch_select_indices
+    monkeypatch.setattr(DynamicCache, "batch_select_indices", lambda self, idx: dropped.append(len(idx)) or select(self, idx))
+    ids, mask = left_pad(prompts, tok.pad_id, "cpu")
+    batch = sample(model, ids, mask, 40, tok.eos_id, tok.pad_id, 3.0, streams())  # near uniform: EOS ~1 in 23
+    assert dropped and len(set(batch.lengths.tolist())) > 2
+    for i, (p, g) in enumerate(zip(prompts, streams())):
+        one_ids, one_mask = left_pad([p], tok.pad_id, "cpu")
+        alone = sample(model, one_ids, one_mask, 40, tok.eos_id, tok.pad_id, 3.0, [g])
+        n = int(alone.lengths[0])
+        assert int(batch.lengths[i]) == n and torch.equal(batch.tokens[i, :n], alone.tokens[0, :n])
+        assert torch.allclose(batch.logprobs[i, :n], alone.logprobs[0, :n], atol=1e-5)
