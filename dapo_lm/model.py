@@ -207,7 +207,7 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
     ``generator`` at every step, as before, so the tokens are those of the full-batch loop."""
     n, device = prompt_ids.shape[0], prompt_ids.device
     tokens = torch.full((n, max_new_tokens), pad_id, dtype=torch.long, device=device)
-    logprobs = None if greedy else torch.zeros((n, max_new_tokens), device=device)
+    logprobs = None if greedy else torch.zeros((n, max_new_tokens), dtype=torch.float32, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
     running = torch.arange(n, device=device)  # the rows the model still runs, in order
@@ -218,7 +218,7 @@ def sample(model, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: int, 
     for t in range(max_new_tokens):
         logits = out.logits[:, -1].float()                                        # (running, V)
         if len(running) < n:  # finished rows draw from a uniform stand-in (their token is replaced by pad)
-            logits = torch.zeros((n, logits.shape[-1]), device=device).index_copy_(0, running, logits)
+            logits = logits.new_zeros((n, logits.shape[-1])).index_copy_(0, running, logits)
         if greedy:
             tok = logits.argmax(-1)
         else:
