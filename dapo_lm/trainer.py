@@ -291,9 +291,9 @@ class LMTrainer:
         importance weight against the distribution the tokens truly came from.  pi_theta is scored the same way
         (temperature, no dropout, as verl and TRL effectively do), so the ratio is 1 at identical weights up to the
         float rounding between the cached and the full forward pass (~1e-7 in fp32) and moves only with the
-        weights; the warm start keeps the model's dropout.  Under torchrun every rank holds the whole batch; each takes a contiguous part of every minibatch,
-        divides its loss by the whole minibatch's normaliser, and the gradients are summed
-        (dapo_lm/data_parallel.py)."""
+        weights; the warm start keeps the model's dropout.  Under torchrun every rank holds the whole batch; each
+        takes a contiguous part of every minibatch, divides its loss by the whole minibatch's normaliser, and the
+        gradients are summed (dapo_lm/data_parallel.py)."""
         c, dev = self.cfg, self.device
         b = collate(groups, self.tok.pad_id).to(dev)
         adv = group_advantages(b.rewards, c.std_normalise).reshape(-1)                       # (N,)

@@ -127,7 +127,8 @@ def test_rows_that_finish_leave_the_forward_pass_and_change_no_token(monkeypatch
     streams = lambda: [torch.Generator().manual_seed(10 + i) for i in range(len(prompts))]  # noqa: E731
     dropped = []
     select = DynamicCache.batch_select_indices
-    monkeypatch.setattr(DynamicCache, "batch_select_indices", lambda self, idx: dropped.append(len(idx)) or select(self, idx))
+    monkeypatch.setattr(DynamicCache, "batch_select_indices",
+                        lambda self, idx: dropped.append(len(idx)) or select(self, idx))
     ids, mask = left_pad(prompts, tok.pad_id, "cpu")
     batch = sample(model, ids, mask, 40, tok.eos_id, tok.pad_id, 3.0, streams())  # near uniform: EOS ~1 in 23
     assert dropped and len(set(batch.lengths.tolist())) > 2
