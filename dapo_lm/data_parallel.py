@@ -85,12 +85,6 @@ class Shards:
             raise RewardError(errors[0])
         return [grp for groups, _ in parts for grp in groups]
 
-    def gather_rows(self, rows: Tensor, device) -> Tensor:
-        """Every rank's ``rows`` ``(n_r, ...)``, concatenated in rank order, on ``device``."""
-        if not self.enabled:
-            return rows
-        return torch.cat(self.dist.gather([rows.cpu()])).to(device)
-
     def permutation(self, n: int) -> Tensor:
         """``torch.randperm(n)`` from rank 0's global stream, the same on every rank."""
         if not self.enabled:

@@ -9,8 +9,8 @@ two of them truncated, have rewards [-1, -1, -2, -2], and training on that group
 wrong answers.  ``criterion="std"`` keeps groups with reward spread instead (for non-binary rewards), with a
 tolerance for float noise (:func:`dapo_lm.losses.constant_groups`).  Data that are too easy or too hard: after
 ``max_rounds`` rounds the batch is trained as it is, with one warning, never a crash.  Surplus groups of the last
-round are discarded, as in verl; with ``carry=True`` they wait for the next batch (oldest first), and the caller
-keeps each one's behaviour log-probabilities from when it was generated (:mod:`dapo_lm.trainer`).
+round are discarded, as in verl; with ``carry=True`` they wait for the next batch (oldest first), each with the
+behaviour log-probabilities it was sampled with (:func:`dapo_lm.rollout.generate_groups`).
 """
 from __future__ import annotations
 

@@ -66,10 +66,11 @@ class Batch:
     lengths: Tensor      # (N,)
     truncated: Tensor    # (N,) bool
     rewards: Tensor      # (P, G)
+    logp_old: Tensor     # (N, R) float32: the behaviour log-probs each answer was sampled with (0 after its end)
 
     def to(self, device) -> "Batch":
         return Batch(*(t.to(device) for t in (self.prompt_ids, self.prompt_mask, self.tokens, self.lengths,
-                                               self.truncated)), self.rewards.to(device))
+                                               self.truncated, self.rewards, self.logp_old)))
 
 
 def collate(groups: list[dict], pad_id: int) -> Batch:
@@ -78,11 +79,14 @@ def collate(groups: list[dict], pad_id: int) -> Batch:
     ids, mask = left_pad([grp["prompt"].tolist() for grp in groups for _ in range(g)], pad_id, "cpu")
     width = max(int(grp["lengths"].max()) for grp in groups)
     tokens = torch.full((len(groups) * g, width), pad_id, dtype=torch.long)
+    logp_old = torch.zeros((len(groups) * g, width), dtype=torch.float32)
     for k, grp in enumerate(groups):
         w = min(width, grp["tokens"].shape[1])
         tokens[k * g:(k + 1) * g, :w] = grp["tokens"][:, :w]
+        logp_old[k * g:(k + 1) * g, :w] = grp["logp_old"][:, :w]
     cat = lambda key: torch.cat([grp[key] for grp in groups])  # noqa: E731
-    return Batch(ids, mask, tokens, cat("lengths"), cat("truncated"), torch.stack([grp["rewards"] for grp in groups]))
+    return Batch(ids, mask, tokens, cat("lengths"), cat("truncated"), torch.stack([grp["rewards"] for grp in groups]),
+                 logp_old)
 
 
 @torch.no_grad()

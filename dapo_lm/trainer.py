@@ -208,7 +208,6 @@ class LMTrainer:
         c, t0 = self.cfg, time.perf_counter()
         self._generated: list[dict] = []
         fill = self.filter.fill(self._round)
-        self.keep_behaviour_logprobs(self.filter.pending)  # before the update moves the policy that sampled them
         gen_s = time.perf_counter() - t0
         made = self._generated
         self.global_step += len(made) * c.group_size
@@ -256,32 +255,6 @@ class LMTrainer:
                         "time/elapsed_s": self.elapsed + dt})
         return metrics
 
-    @torch.no_grad()
-    def behaviour_logprobs(self, b, real):
-        """pi_old of a collated batch: the policy as it sampled, at --temperature, in eval mode (no dropout); under
-        torchrun each rank scores a share of the rows and the shares are gathered."""
-        self.model.eval()
-        rows = self.shards.part(len(real))
-        logp = torch.zeros((0, real.shape[1]), device=self.device)
-        if rows.stop > rows.start:
-            with autocast(self.device):
-                logp, _ = answer_logprobs(self.model, b.prompt_ids[rows], b.prompt_mask[rows], b.tokens[rows],
-                                          real[rows], temperature=self.cfg.temperature)
-        return self.shards.gather_rows(logp, self.device)
-
-    def keep_behaviour_logprobs(self, groups: list[dict]) -> None:
-        """Give each group that lacks them ``logp_old`` ``(G, its longest answer)``, on the CPU: the log-probs of the
-        current policy, scored in one pass.  Groups from the sampler carry their own (the policy that generated them,
-        :func:`dapo_lm.model.sample`), so this pass runs only for groups made otherwise."""
-        new = [grp for grp in groups if "logp_old" not in grp]
-        if not new:
-            return
-        b = collate(new, self.tok.pad_id).to(self.device)
-        logp = self.behaviour_logprobs(b, response_mask(b.lengths, b.tokens.shape[1], b.truncated, False))
-        g = self.cfg.group_size
-        for k, grp in enumerate(new):
-            grp["logp_old"] = logp[k * g:(k + 1) * g, :int(grp["lengths"].max())].float().cpu()
-
     def update(self, groups: list[dict]) -> dict:
         """One RL update on a batch of groups: advantages, the old log-probs, then minibatch steps.
 
@@ -300,11 +273,7 @@ class LMTrainer:
         width = b.tokens.shape[1]
         real = response_mask(b.lengths, width, b.truncated, False)                            # (N, R)
         counted = response_mask(b.lengths, width, b.truncated, bool(c.filter_truncated))      # (N, R)
-        self.keep_behaviour_logprobs(groups)
-        logp_old = torch.zeros(real.shape, device=dev)  # (N, R): each group's behaviour policy, kept since sampling
-        for k, grp in enumerate(groups):
-            w = min(width, grp["logp_old"].shape[1])
-            logp_old[k * c.group_size:(k + 1) * c.group_size, :w] = grp["logp_old"][:, :w].to(dev)
+        logp_old = b.logp_old  # (N, R): each group's behaviour policy, kept since it was sampled
         self.model.eval()  # no dropout in pi_theta either: the ratio is exactly 1 at identical weights
         n = len(adv)
         sums = dict(loss=0.0, entropy=0.0, tokens=0.0, counted=0.0, low=0.0, high=0.0, kl=0.0, grad=0.0, steps=0)

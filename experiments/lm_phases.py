@@ -6,8 +6,7 @@ clock around the functions that do each phase, held-out evaluation excluded.
 - ``reward``: calling the reward functions (this toolkit: :func:`dapo_lm.rollout.score`, decoding included; TRL:
   ``_calculate_rewards``);
 - ``scoring``: the no-gradient pass that scores pi_old (TRL: ``_get_per_token_logps_and_entropies`` called without
-  gradients; this toolkit: ``LMTrainer.behaviour_logprobs``, which runs only for groups that did not come from its
-  sampler, since the sampler keeps the log-probs it drew with: 0 s in these runs);
+  gradients; this toolkit has none, its sampler keeps the log-probs it drew with: 0 s);
 - the rest of the clock (the peers' own: ``rl_time_s``, and TRL's ``trainer.train()``) is the update: the loss's
   forward and backward passes, the optimiser, batching and bookkeeping.
 
@@ -62,7 +61,6 @@ def time_dapo(phases: Phases) -> None:
 
     rollout.sample = phases.timed(rollout.sample, "generation")
     rollout.score = phases.timed(rollout.score, "reward")
-    LMTrainer.behaviour_logprobs = phases.timed(LMTrainer.behaviour_logprobs, "scoring")
     LMTrainer.evaluate = phases.pausing(LMTrainer.evaluate)
 
 

@@ -39,7 +39,8 @@ def group(correct, rewards, truncated=None, prompt="12+3=", seed=0):
 
 
 def fake_rounds(monkeypatch, rounds):
-    """Make the trainer's generation hand out the given lists of groups, one list per round (then the last again)."""
+    """Make the trainer's generation hand out the given lists of groups, one list per round (then the last again),
+    each with ``logp_old`` as the sampler keeps it: the generating model's, in eval mode, at the temperature."""
     it = iter(rounds)
     last = []
 
@@ -47,6 +48,14 @@ def fake_rounds(monkeypatch, rounds):
         nonlocal last
         last = next(it, last)
         groups = [copy.deepcopy(g) for g in last]
+        model.eval()
+        for g in groups:
+            n = len(g["tokens"])
+            with torch.no_grad():
+                g["logp_old"], _ = answer_logprobs(model, g["prompt"][None].expand(n, -1),
+                                                   torch.ones(n, len(g["prompt"]), dtype=torch.long), g["tokens"],
+                                                   torch.ones_like(g["tokens"], dtype=torch.bool),
+                                                   temperature=cfg.temperature)
         return groups, torch.stack([g["rewards"] for g in groups])
 
     monkeypatch.setattr(dapo_lm.trainer, "generate_groups", generate_groups)
