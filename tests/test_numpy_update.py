@@ -166,3 +166,16 @@ def test_non_finite_loss_stops_before_the_weights():
     metrics, finite = NumpyUpdate(actor, critic, opt, True).update(sampler, (0.2, 0.2, None), settings)
     assert not finite and metrics == {}
     assert all(torch.equal(p, q) for p, q in zip([*actor.parameters(), *critic.parameters()], before))
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["torch-fused-kernel", "numpy-rule"])
+def test_both_adam_paths_match_the_torch_update(monkeypatch, kernel):
+    """Adam runs torch's fused CPU kernel on the flat vectors where torch has it, else the same rule in NumPy: each
+    path alone must match the torch update (DAPO's case: two optimiser groups with their own learning rates)."""
+    import core.training.numpy_update as nu
+
+    if kernel and not nu.fused_adam():
+        pytest.skip("this torch has no fused CPU Adam kernel")
+    monkeypatch.setattr(nu, "fused_adam", lambda: kernel)
+    for discrete in (False, True):
+        test_numpy_update_matches_the_torch_update("dapo", discrete)

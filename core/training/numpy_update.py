@@ -8,9 +8,11 @@ gradients: a HalfCheetah update (320 steps) took 0.28 s instead of 1.13 s in
 
 The maths is :mod:`core.algo.losses` exactly, including the subgradient conventions of torch's ``min``/``max``
 (a tie splits the gradient half and half) and ``clamp`` (gradient 1 on the closed interval), and Adam is
-torch's (``fused=True``) update rule.  During an update parameters and Adam moments live in flat NumPy
-vectors; they are written back into the torch tensors when it ends (also after a non-finite loss), so
-checkpoints, health monitors and the torch path always see the same weights.
+torch's (``fused=True``) update rule, run by torch's own fused CPU kernel on the flat vectors' memory (one pass in
+C++: measured, MiniGrid's whole update 20% and HalfCheetah's 8% faster than with the rule written in NumPy, which
+stays as the fallback).  During an update parameters and Adam moments live in flat NumPy vectors; they are
+written back into the torch tensors when it ends (also after a non-finite loss), so checkpoints, health monitors
+and the torch path always see the same weights.
 ``tests/test_update_backends.py`` runs one table of hand-worked cases against both backends and
 ``tests/test_numpy_update.py`` checks longer updates against the torch reference.
 
@@ -21,6 +23,7 @@ and entropies forward, their gradients back) are :mod:`core.algo.numpy_policy`'s
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -41,6 +44,20 @@ def _pick(a: Array, b: Array, ga: Array, gb: Array, take_smaller: bool) -> Array
     the chosen operand's gradient, half of each on a tie."""
     first = a < b if take_smaller else a > b
     return np.where(first, ga, np.where(a == b, 0.5 * (ga + gb), gb))
+
+
+@functools.lru_cache(maxsize=None)
+def fused_adam() -> bool:
+    """Whether this torch has the fused CPU Adam kernel that ``torch.optim.Adam(fused=True)`` runs
+    (``torch._fused_adam_``, torch >= 2.4): one pass over the vectors in C++, where the same rule in NumPy takes a
+    dozen (4x the time at MiniGrid's 135k parameters, 2-3x at HalfCheetah's 10k)."""
+    try:
+        zeros = [torch.zeros(1) for _ in range(4)]
+        torch._fused_adam_(*([z] for z in zeros), [], [torch.ones(())], lr=0.1, beta1=0.9, beta2=0.999,
+                           weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        return True
+    except (AttributeError, RuntimeError, NotImplementedError, TypeError):
+        return False
 
 
 class NumpyUpdate:
@@ -70,6 +87,7 @@ class NumpyUpdate:
         # the order _loss_and_grads produces gradients in (layer by layer), mapped to self.params' order
         produced = [*linear_parameters(actor.net), *self.head_params, *linear_parameters(critic.net)]
         self.grad_order = [next(i for i, q in enumerate(produced) if q is p) for p in self.params]
+        self.step_count = torch.zeros(())  # the fused kernel reads Adam's step count from a tensor
 
     name = "numpy"
 
@@ -167,10 +185,17 @@ class NumpyUpdate:
         a, c = self.optimizer.param_groups
         return steps[0] == steps[1] and all(a[k] == c[k] for k in ("lr", "betas", "eps"))
 
-    @staticmethod
-    def _adam(group: dict, t: float, p: Array, g: Array, m1: Array, m2: Array) -> None:
-        """torch's Adam step (no weight decay, no amsgrad) on one optimiser group's slices, in place."""
+    def _adam(self, group: dict, t: float, p: Array, g: Array, m1: Array, m2: Array) -> None:
+        """torch's Adam step (``fused=True``'s rule; no weight decay, no amsgrad) on one optimiser group's slices, in
+        place: torch's own fused CPU kernel run on the arrays' memory where this torch has one (:func:`fused_adam`),
+        else the same rule in NumPy."""
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        if fused_adam():
+            as_tensor = torch.from_numpy  # no copies: the kernel steps the flat vectors in place
+            torch._fused_adam_([as_tensor(p)], [as_tensor(g)], [as_tensor(m1)], [as_tensor(m2)], [],
+                               [self.step_count.fill_(t)], lr=lr, beta1=beta1, beta2=beta2, weight_decay=0.0, eps=eps,
+                               amsgrad=False, maximize=False)
+            return
         m1 += (1 - beta1) * (g - m1)
         m2 *= beta2
         m2 += (1 - beta2) * g * g
