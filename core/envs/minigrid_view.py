@@ -7,11 +7,14 @@ was about 80% of a PPO iteration's env-stepping time.  ``OneHotView`` reads the 
 ``agent_dir``, ``grid``, ``carrying``) once per step: the view's world coordinates come from a table per direction,
 the visibility pass runs on a flat list of 49 booleans, and the one-hot is one fancy-indexed assignment.
 ``tests/test_minigrid_view.py`` checks that it equals MiniGrid's own pipeline on every step of random episodes of
-several tasks; the env's dynamics are untouched (only ``gen_obs`` is replaced, on this env instance).
+several tasks; the env's dynamics are untouched (only ``gen_obs`` and the ``actions`` table are replaced, on this env
+instance).
 """
 from __future__ import annotations
 
 from functools import lru_cache
+
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -113,13 +116,17 @@ class OneHotView(gym.ObservationWrapper):
     """Flat ``(size * size * 20,)`` uint8 one-hot egocentric view of a MiniGrid env, computed by ``encoded_view``.
 
     The base env's ``gen_obs`` (called inside its ``step`` and ``reset``) is replaced on this instance by one that
-    returns ``{"image", "direction", "mission"}`` as MiniGrid's does, so MiniGrid's slow view is never built.
+    returns ``{"image", "direction", "mission"}`` as MiniGrid's does, so MiniGrid's slow view is never built.  Its
+    ``actions`` (the ``Actions`` IntEnum, which ``step`` compares the action with member by member) becomes the same
+    names as plain ints: on Python 3.11 every ``Actions.left`` is a Python-level ``EnumType.__getattr__`` call, about
+    a tenth of DoorKey's step; the comparisons give the same results (an IntEnum member equals its int).
     """
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
         base = env.unwrapped
         base.gen_obs = lambda: {"image": encoded_view(base), "direction": base.agent_dir, "mission": base.mission}
+        base.actions = SimpleNamespace(**{a.name: int(a) for a in base.actions})
         size = base.agent_view_size
         self.observation_space = gym.spaces.Box(0, 255, (size * size * (N_TYPES + N_COLORS + N_STATES),), np.uint8)  # as before
 
