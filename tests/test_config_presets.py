@@ -182,3 +182,13 @@ def test_todays_config_round_trips_through_config_yaml(tmp_path):
     cfg = _r("continuous", algo="dapo", env="Hopper-v5", env_kwargs={"ctrl_cost_weight": 0.01}, run_dir=str(tmp_path))
     (tmp_path / "config.yaml").write_text(write_yaml_config(cfg))
     assert load_run_config(tmp_path) == dataclasses.replace(cfg, recipe=tuple(cfg.recipe))
+
+
+def test_overlap_on_a_busy_machine_gets_one_line_saying_what_it_measured_there():
+    from core.run.runner import overlap_note
+
+    note = overlap_note(True, load=2.3, cores=2)
+    assert note.startswith("note: --overlap") and "2.3 on 2 cores" in note and "0.6-1.0x" in note
+    assert overlap_note(True, load=1.2, cores=2) is None  # a core to spare
+    assert overlap_note(False, load=9.0, cores=2) is None  # not asked for
+    assert overlap_note(True, load=3.0, cores=8) is None

@@ -24,6 +24,7 @@ from core.training.checkpoint import (atomic_write, check_counters, load_checkpo
 from core.config.parsing import RESUMABLE_OVERRIDES, write_yaml_config
 from core.config.errors import ConfigError, RunInterrupted
 from core.config.options import TrainConfig, policy_clip
+from core.envs.collector import CollectorProcess
 from core.envs.make import LOCAL_NAMESPACE, env_family, imports_code, make_env
 from core.run.evaluation import evaluate, mean_std, number
 from core.training.logging import MetricLogger, Progress
@@ -128,6 +129,25 @@ def budget_line(total_steps: int, batch_size: int, done: int = 0) -> str:
     rounded = f" (--total-steps {total_steps} rounded up to whole iterations of {batch_size})" if steps != total_steps else ""
     start = f", resuming at {done}" if done else ""
     return f"training for {steps} env steps{rounded}{start}"
+
+
+def overlap_note(overlap: bool, load: Optional[float] = None, cores: Optional[int] = None) -> Optional[str]:
+    """A line for an ``--overlap`` collector process (``overlap``) started on a machine whose cores are already busy (1-minute load average at least the
+    core count): the collector process then takes a core from the learner, and on such a host the mode measured
+    slower than the synchronous run.  None otherwise."""
+    if not overlap:
+        return None
+    try:
+        load = os.getloadavg()[0] if load is None else load
+    except OSError:  # no load average on this platform
+        return None
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load < cores:
+        return None
+    return (f"note: --overlap runs the collector in a second process, but the load average is already {load:.1f} on "
+            f"{cores} core{'s' if cores > 1 else ''}: on a busy 2-core machine it measured 0.6-1.0x the synchronous "
+            "rate, 1.4-1.6x on an idle one (experiments/results/throughput/2026-12-06_loaded)")
 
 
 def default_run_dir(cfg) -> Path:
@@ -270,6 +290,9 @@ def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume:
         family = env_family(trainer.envs.single_observation_space, trainer.action_space, cfg.env)
         print(settings_line(cfg, trainer.extensions, family, resumed=resume), flush=True)
         print(budget_line(cfg.total_steps, trainer.batch_size, trainer.global_step), flush=True)
+        note = overlap_note(isinstance(trainer.rollouts.collector, CollectorProcess))
+        if note:
+            print(note, flush=True)
     if not train_on_rank(cfg, run_dir, trainer, resume, f"{cfg.algo} {cfg.env}", main, trainer.dist.close):
         return None
     plot_learning_curve(run_dir / "metrics.csv", run_dir / "learning_curve.png", f"{cfg.algo.upper()} on {cfg.env}",
