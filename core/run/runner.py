@@ -132,9 +132,9 @@ def budget_line(total_steps: int, batch_size: int, done: int = 0) -> str:
 
 
 def overlap_note(overlap: bool, load: Optional[float] = None, cores: Optional[int] = None) -> Optional[str]:
-    """A line for an ``--overlap`` collector process (``overlap``) started on a machine whose cores are already busy (1-minute load average at least the
-    core count): the collector process then takes a core from the learner, and on such a host the mode measured
-    slower than the synchronous run.  None otherwise."""
+    """A line for an ``--overlap`` collector process (``overlap``) started on a machine whose cores are already busy
+    (1-minute load average at least the core count): the collector process then takes a core from the learner, and
+    on such a host the mode measured slower than the synchronous run.  None otherwise."""
     if not overlap:
         return None
     try:

@@ -50,7 +50,7 @@ def _pick(a: Array, b: Array, ga: Array, gb: Array, take_smaller: bool) -> Array
 def fused_adam() -> bool:
     """Whether this torch has the fused CPU Adam kernel that ``torch.optim.Adam(fused=True)`` runs
     (``torch._fused_adam_``, torch >= 2.4): one pass over the vectors in C++, where the same rule in NumPy takes a
-    dozen (4x the time at MiniGrid's 135k parameters, 2-3x at HalfCheetah's 10k)."""
+    dozen (4x the time at MiniGrid's 135k parameters, 2-4x at HalfCheetah's 10k)."""
     try:
         zeros = [torch.zeros(1) for _ in range(4)]
         torch._fused_adam_(*([z] for z in zeros), [], [torch.ones(())], lr=0.1, beta1=0.9, beta2=0.999,
