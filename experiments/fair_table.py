@@ -31,6 +31,8 @@ COPIED = {"ppo": "ppo", "grpo": "grpo", "dapo-mechanisms": "dapo-v1", "dapo": "d
 ALGOS = ("ppo", "grpo", "dapo-mechanisms")
 SEEDS = (1, 2, 3, 4, 5)
 BUDGET = 1_000_000
+LABELS = {**{a + "-recipe": f"{a} (mujoco recipe)" for a in ALGOS}, "dapo": "dapo (dapo-mujoco recipe)",
+          **{a: f"{a} (CleanRL settings)" for a in ALGOS}}  # row order of the across-envs table; ppo-recipe first
 
 
 def algo_and_recipe(label: str) -> tuple[str, str]:
@@ -108,7 +110,17 @@ def report(rows: list[dict], command: str) -> list[str]:
         md.append(f"| {env} | {p('dapo-mechanisms-recipe', 'grpo-recipe')} | "
                   f"{p('dapo-mechanisms-recipe', 'ppo-recipe')} | {p('dapo-mechanisms', 'grpo')} | "
                   f"{p('dapo-mechanisms', 'ppo')} |")
-    return md
+    return md + across_envs(rows)
+
+
+def across_envs(rows: list[dict]) -> list[str]:
+    """The headline across envs: each column's IQM of min-max normalised returns with its bootstrap CI, and P(> ppo
+    with the recipe), over the envs where every column has runs (``mujoco_report.aggregate_table``)."""
+    from experiments.mujoco_report import aggregate_table
+
+    as_runs = [{**r, "final_return_mean": r["final_return"]} for r in rows]
+    md = aggregate_table(as_runs, list(SOURCES), list(LABELS), LABELS)
+    return ["", "## Across envs"] + md if md else []
 
 
 def main(argv=None, prog=None) -> int:

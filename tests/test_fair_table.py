@@ -56,3 +56,16 @@ def test_a_run_of_another_budget_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="20480"):
         ft.main(["--new", str(new), "--out", str(tmp_path / "fair")])
     assert not (tmp_path / "fair").exists()
+
+
+def test_across_envs_counts_only_envs_every_column_ran():
+    rows = [ft.row(env, label, seed, 100.0 * (label == "dapo-mechanisms-recipe") + (seed == 1), ft.BUDGET, "t")
+            for env in ("HalfCheetah-v5", "Ant-v5") for label in ft.LABELS for seed in ft.SEEDS
+            if not (env == "Ant-v5" and label == "grpo")]  # Ant lacks a column: it must not count
+    md = "\n".join(ft.across_envs(rows))
+    assert "(HalfCheetah-v5)" in md and "Ant-v5" not in md
+    best = next(line for line in md.splitlines() if line.startswith("| dapo-mechanisms (mujoco recipe) |"))
+    # normalised over [0, 101]: seeds 2-5 at 100/101 = 0.99, seed 1 at 1.00; IQM of the middle ones 0.99
+    assert best.startswith("| dapo-mechanisms (mujoco recipe) | 0.99 [0.99, 1.00] | 1.00 | 5 |"), best
+    assert "| ppo (mujoco recipe) | 0.00 [0.00, 0.01] | - | 5 |" in md  # 0 and 1/101 (seed 1)
+    assert ft.across_envs([r for r in rows if r["env"] == "Ant-v5"]) == []  # no env with every column: no table
