@@ -110,7 +110,9 @@ def report(rows: list[dict], command: str) -> list[str]:
         md.append(f"| {env} | {p('dapo-mechanisms-recipe', 'grpo-recipe')} | "
                   f"{p('dapo-mechanisms-recipe', 'ppo-recipe')} | {p('dapo-mechanisms', 'grpo')} | "
                   f"{p('dapo-mechanisms', 'ppo')} |")
-    return md + across_envs(rows)
+    return md + across_envs(rows) + ["", "## README table", "",
+                                     "The README's MuJoCo table, made from these rows (tests/test_fair_table.py "
+                                     "checks that the README carries it line for line).", ""] + readme_table(rows)
 
 
 def across_envs(rows: list[dict]) -> list[str]:
@@ -121,6 +123,37 @@ def across_envs(rows: list[dict]) -> list[str]:
     as_runs = [{**r, "final_return_mean": r["final_return"]} for r in rows]
     md = aggregate_table(as_runs, list(SOURCES), list(LABELS), LABELS)
     return ["", "## Across envs"] + md if md else []
+
+
+def readme_table(rows: list[dict]) -> list[str]:
+    """The README's headline: per env each column's mean +- sample std (n when not 5), then the normalised IQM
+    [95% CI] across the envs where every column ran, and CleanRL's published PPO where it has one."""
+    from core.run.evaluation import sample_std
+    from experiments.mujoco_report import CLEANRL_PPO_1M, normalised_summary
+
+    def short(x: np.ndarray) -> str:
+        if not len(x):
+            return "not run"
+        spread = f" +- {sample_std(x):.0f}" if len(x) > 1 else ""
+        return f"{x.mean():.0f}{spread}" + ("" if len(x) == len(SEEDS) else f" ({len(x)})")
+
+    recipe_cols = [a + "-recipe" for a in ALGOS] + ["dapo"]
+    md = ["| env | ppo | grpo | dapo, own mechanisms | dapo, `dapo-mujoco` recipe | CleanRL settings, means: ppo / grpo / "
+          "dapo | CleanRL PPO (published) |", "|---|---|---|---|---|---|---|"]
+    for env in SOURCES:
+        cells = [short(scores(rows, env, c)) for c in recipe_cols]
+        cleanrl = " / ".join(f"{scores(rows, env, a).mean():.0f}" for a in ALGOS)  # a reference: means only
+        md.append(f"| {env} | {' | '.join(cells)} | {cleanrl} | {CLEANRL_PPO_1M.get(env.split('-')[0], '-')} |")
+    as_runs = [{**r, "final_return_mean": r["final_return"]} for r in rows]
+    used, summary = normalised_summary(as_runs, list(SOURCES), list(LABELS))
+    if used:
+        def iqm_cell(label: str) -> str:
+            m, lo, hi = summary[label][:3]
+            return f"{m:.2f} [{lo:.2f}, {hi:.2f}]"
+        where = "all four" if len(used) == len(SOURCES) else ", ".join(e.split("-")[0] for e in used)
+        md.append(f"| {where}: normalised IQM [95% CI] | {' | '.join(iqm_cell(c) for c in recipe_cols)} | "
+                  f"{' / '.join(f'{summary[a][0]:.2f}' for a in ALGOS)} | |")
+    return md
 
 
 def main(argv=None, prog=None) -> int:

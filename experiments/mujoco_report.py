@@ -154,34 +154,43 @@ def _scores(rows: list[dict], envs, variant: str) -> dict[str, list[float]]:
     return out
 
 
-def aggregate_table(rows: list[dict], envs, variants, labels: Optional[dict] = None) -> list[str]:
-    """Across envs: IQM of min-max normalised returns (0 = the env's worst run in this table, 1 = its best)
-    with a stratified-bootstrap 95% CI, and each variant's probability of improvement over the first.  ``labels``:
-    a row's name for a variant (default: the variant)."""
-    labels = labels or {}
+def normalised_summary(rows: list[dict], envs, variants) -> tuple[list[str], dict[str, tuple]]:
+    """Across envs: ``(envs used, {variant: (IQM, CI low, CI high, P(> first variant) or None, runs)})`` of min-max
+    normalised returns (0 = the env's worst run in ``rows``, 1 = its best), over the envs that every variant has run
+    on (so that every variant averages the same envs), with a stratified-bootstrap 95% CI."""
     per_variant = {v: _scores(rows, envs, v) for v in variants}
-    bounds = {}  # only envs that every variant has run on, so that every row averages the same envs
+    bounds = {}
     for env in envs:
         pooled = [a for sv in per_variant.values() for a in sv.get(env, [])]
         if all(env in sv for sv in per_variant.values()) and max(pooled) > min(pooled):
             bounds[env] = (min(pooled), max(pooled))
-    base = per_variant[variants[0]]
-    if len(variants) < 2 or not bounds:
-        return []
-    md = ["", f"Across the envs every variant ran ({', '.join(bounds)}): IQM of min-max normalised returns "
-          "(per env, 0 = the worst and 1 = the best run in this table) [95% stratified-bootstrap CI over runs], and P(variant > "
-          f"{variants[0]}) = share of (run, {variants[0]} run) pairs on the same env that the variant wins, "
-          "averaged over envs.", "", f"| variant | normalised IQM [95% CI] | P(> {variants[0]}) | runs |",
-          "|---|---|---|---|"]
+    base, out = per_variant[variants[0]], {}
     for v in variants:
         sv = {e: [(a - bounds[e][0]) / (bounds[e][1] - bounds[e][0]) for a in x]
               for e, x in per_variant[v].items() if e in bounds}
-        if not sv:
-            continue
-        lo, hi = stratified_bootstrap_ci(sv, iqm, reps=2000)
-        flat = [a for x in sv.values() for a in x]
-        poi = "-" if v == variants[0] else f"{probability_of_improvement(per_variant[v], base):.2f}"
-        md.append(f"| {labels.get(v, v)} | {iqm(flat):.2f} [{lo:.2f}, {hi:.2f}] | {poi} | {len(flat)} |")
+        if sv:
+            lo, hi = stratified_bootstrap_ci(sv, iqm, reps=2000)
+            flat = [a for x in sv.values() for a in x]
+            poi = None if v == variants[0] else probability_of_improvement(per_variant[v], base)
+            out[v] = (iqm(flat), lo, hi, poi, len(flat))
+    return list(bounds), out
+
+
+def aggregate_table(rows: list[dict], envs, variants, labels: Optional[dict] = None) -> list[str]:
+    """:func:`normalised_summary` as a markdown table: each variant's normalised IQM [95% CI] and its probability of
+    improvement over the first.  ``labels``: a row's name for a variant (default: the variant)."""
+    labels = labels or {}
+    used, summary = normalised_summary(rows, envs, variants) if len(variants) >= 2 else ([], {})
+    if not used:
+        return []
+    first = labels.get(variants[0], variants[0])
+    md = ["", f"Across the envs every variant ran ({', '.join(used)}): IQM of min-max normalised returns "
+          "(per env, 0 = the worst and 1 = the best run in this table) [95% stratified-bootstrap CI over runs], and P(variant > "
+          f"{first}) = share of (run, {first} run) pairs on the same env that the variant wins, "
+          "averaged over envs.", "", f"| variant | normalised IQM [95% CI] | P(> {first}) | runs |",
+          "|---|---|---|---|"]
+    for v, (m, lo, hi, poi, n) in summary.items():
+        md.append(f"| {labels.get(v, v)} | {m:.2f} [{lo:.2f}, {hi:.2f}] | {'-' if poi is None else f'{poi:.2f}'} | {n} |")
     return md
 
 

@@ -69,3 +69,14 @@ def test_across_envs_counts_only_envs_every_column_ran():
     assert best.startswith("| dapo-mechanisms (mujoco recipe) | 0.99 [0.99, 1.00] | 1.00 | 5 |"), best
     assert "| ppo (mujoco recipe) | 0.00 [0.00, 0.01] | - | 5 |" in md  # 0 and 1/101 (seed 1)
     assert ft.across_envs([r for r in rows if r["env"] == "Ant-v5"]) == []  # no env with every column: no table
+
+
+def test_the_readme_carries_the_committed_table():
+    """The README's MuJoCo table is the one these rows make, line for line (numbers cannot drift from the CSV)."""
+    from experiments.result_rows import read_rows
+
+    readme = (ft.ROOT / "README.md").read_text().splitlines()
+    table = ft.readme_table(read_rows(ft.RESULTS / "fair" / "results.csv"))
+    assert len(table) == len(ft.SOURCES) + 3
+    missing = [line for line in table if line not in readme]
+    assert not missing, f"README.md lacks (python -m experiments.fair_table prints the table): {missing}"
