@@ -138,8 +138,8 @@ def readme_table(rows: list[dict]) -> list[str]:
         return f"{x.mean():.0f}{spread}" + ("" if len(x) == len(SEEDS) else f" ({len(x)})")
 
     recipe_cols = [a + "-recipe" for a in ALGOS] + ["dapo"]
-    md = ["| env | ppo | grpo | dapo, own mechanisms | dapo, `dapo-mujoco` recipe | CleanRL settings, means: ppo / grpo / "
-          "dapo | CleanRL PPO (published) |", "|---|---|---|---|---|---|---|"]
+    md = ["| env | ppo | grpo | dapo, own mechanisms | dapo, `dapo-mujoco` recipe | no recipe (CleanRL settings), means: ppo / "
+          "grpo / dapo own | CleanRL PPO (published, v4) |", "|---|---|---|---|---|---|---|"]
     for env in SOURCES:
         cells = [short(scores(rows, env, c)) for c in recipe_cols]
         cleanrl = " / ".join(f"{scores(rows, env, a).mean():.0f}" for a in ALGOS)  # a reference: means only
