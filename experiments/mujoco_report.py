@@ -183,7 +183,7 @@ def aggregate_table(rows: list[dict], envs, variants, labels: Optional[dict] = N
     used, summary = normalised_summary(rows, envs, variants) if len(variants) >= 2 else ([], {})
     if not used:
         return []
-    first = labels.get(variants[0], variants[0])
+    first = variants[0]
     md = ["", f"Across the envs every variant ran ({', '.join(used)}): IQM of min-max normalised returns "
           "(per env, 0 = the worst and 1 = the best run in this table) [95% stratified-bootstrap CI over runs], and P(variant > "
           f"{first}) = share of (run, {first} run) pairs on the same env that the variant wins, "
