@@ -53,6 +53,8 @@ def test_same_seed_same_result_on_cpu(tmp_path, small_config, algo, overlap):
                              "extensions": {"prioritized_segments": {"segment_length": 16}}}),
     ("dapo", "Pendulum-v1", {"num_envs": 2, "num_steps": 64, "num_minibatches": 4, "hidden_sizes": (48, 32),
                              "overlap": True}),  # other widths, also in the collector process
+    ("grpo", "Humanoid-v5", {"num_steps": 32}),  # body positions read before stepping
+    ("ppo", "Ant-v5", {"num_steps": 32}),
 ])
 def test_resumed_run_equals_uninterrupted(tmp_path, small_config, algo, env, extra):
     """Stop after 3 updates, reload the checkpoint into a fresh Trainer, finish: same weights, same metrics."""

@@ -17,6 +17,11 @@ from typing import Any
 import numpy as np
 
 MAX_DEPTH = 12
+# Body positions that Gymnasium's MuJoCo envs read *before* stepping (Ant's torso ``xpos``, Humanoid's mass centre
+# from ``xipos``; Reacher and Pusher through ``get_body_com``).  After ``mj_step`` they hold the last substep's start,
+# one substep behind ``qpos``; ``mj_forward`` on a restored state would bring them up to date and so change the first
+# reward after a resume (Humanoid's forward reward by ~1e-4), so they are saved and put back as they were.
+STALE_POSITIONS = ("xpos", "xipos")
 _SKIP_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.ModuleType, type,
                types.GeneratorType)
 
@@ -106,6 +111,7 @@ def env_state(env: Any) -> dict:
         state = np.empty(mujoco.mj_stateSize(u.model, spec))
         mujoco.mj_getState(u.model, u.data, state, spec)
         out["mujoco"] = state
+        out["mujoco_positions"] = {name: getattr(u.data, name).copy() for name in STALE_POSITIONS}
     return out
 
 
@@ -117,3 +123,7 @@ def set_env_state(env: Any, state: dict) -> None:
         u = env.unwrapped
         mujoco.mj_setState(u.model, u.data, np.asarray(state["mujoco"], np.float64), mujoco.mjtState.mjSTATE_INTEGRATION)
         mujoco.mj_forward(u.model, u.data)
+        saved = state.get("mujoco_positions") or {}  # absent in checkpoints from before it was saved
+        for name in STALE_POSITIONS:
+            if name in saved:
+                getattr(u.data, name)[...] = np.asarray(saved[name], np.float64)
