@@ -14,6 +14,7 @@ from core.envs.make import imports_code
 from core.run.evaluation import mean_std, number
 from core.training.logging import MetricLogger, Progress
 from core.run.plotting import plot_learning_curve
+from core.run.rundir import software_versions
 from core.run.runner import run_started, train_interruptibly
 from dapo_dt.config import DTConfig, complete
 from dapo_dt.data import normalised_score
@@ -82,7 +83,8 @@ def _train_and_report(cfg: DTConfig, run_dir: Path, trainer: DTTrainer, resume: 
                "eval_std_convention": "sample std (ddof=1)", "eval_scores": scores,
                "human_normalised": human_normalised(cfg.env, mean),
                "normalised_score": normalised_score(mean, trainer.ref_scores),
-               "ref_scores": None if trainer.ref_scores is None else list(trainer.ref_scores), "run_dir": str(run_dir)}
+               "ref_scores": None if trainer.ref_scores is None else list(trainer.ref_scores), "run_dir": str(run_dir),
+               "software": software_versions()}
     write_json(Path(run_dir) / "summary.json", summary)
     return summary
 

@@ -15,6 +15,7 @@ from core.config.parsing import load_run_config as read_run_config, read_yaml, r
 from core.config.errors import RunInterrupted
 from core.config.limits import check_device
 from core.run.plotting import plot_learning_curve
+from core.run.rundir import software_versions
 from core.run.runner import budget_line, run_started, train_on_rank
 from dapo_lm.config import LMConfig, check_reward_trust, complete
 from dapo_lm.rewards import RewardError
@@ -132,6 +133,7 @@ def _train_and_report(cfg: LMConfig, run_dir: Path, trainer, resume: bool) -> Op
         "evaluations": trainer.evals, "parameters": sum(p.numel() for p in trainer.model.parameters()),
         "health_events": dict(trainer.health_counts), "health_event_log": trainer.health_events,
         "device": str(trainer.device), "run_dir": str(run_dir),
+        "software": software_versions(),
     }
     write_json(run_dir / "summary.json", summary)
     return summary

@@ -18,6 +18,7 @@ from core.config.errors import RunInterrupted
 from core.run.evaluation import mean_std
 from core.training.logging import read_metrics
 from core.run.plotting import plot_learning_curve
+from core.run.rundir import software_versions
 from core.run.runner import budget_line, run_started, train_on_rank
 from core.run.runner import summary_line as run_line
 from dapo_ma import maddpg, ppo
@@ -104,6 +105,7 @@ def _train_and_report(cfg: MAConfig, run_dir: Path, trainer: MATrainerBase, resu
                              f"{FINAL_UPDATES} updates' mean episode return (the curve's last smoothed point)",
         "health_events": dict(trainer.health_counts), "health_event_log": trainer.health_events,
         "device": str(trainer.device), "run_dir": str(run_dir),
+        "software": software_versions(),
     }
     write_json(run_dir / "summary.json", summary)
     return summary

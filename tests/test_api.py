@@ -29,6 +29,12 @@ def user_envs(monkeypatch):
 def test_train_load_predict_evaluate(tmp_path):
     r = core.train(env="CartPole-v1", algo="ppo", run_dir=str(tmp_path / "r"), **TINY)
     assert r.run_dir == tmp_path / "r" and r.summary["total_steps"] == 2048 and r.config.algo == "ppo"
+    import gymnasium
+    import torch
+
+    software = r.summary["software"]  # the releases the numbers came from (MuJoCo's physics, torch's kernels)
+    assert software["torch"] == torch.__version__ and software["gymnasium"] == gymnasium.__version__
+    assert "dapo-toolkit" in software and "python" in software
     agent = core.load(r.run_dir)
     env = agent.make_env()
     obs, _ = env.reset(seed=0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Optional
@@ -22,11 +23,26 @@ from core.config.errors import ConfigError, shown
 from core.config.options import TrainConfig
 from core.config.parsing import load_run_config as read_run_config, required_fields
 
+# packages whose release can move a run's numbers (MuJoCo's physics, torch's kernels): summary.json records them
+SOFTWARE = ("dapo-toolkit", "torch", "numpy", "gymnasium", "mujoco", "pettingzoo", "minari", "transformers")
 RUN_FILES = ("config.yaml", "metrics.csv", "checkpoint.pt", "summary.json")
 HOLDS_RUN = ("checkpoint.pt", "summary.json")  # without either, there is nothing to resume or report
 LOCK_NAME = ".lock"
 # what a start stopped before its first checkpoint may leave (besides .*.tmp files): a fresh start reuses them
 LEFTOVERS = frozenset({*RUN_FILES, LOCK_NAME, "tb", "snapshots", "learning_curve.png"})
+
+
+def software_versions() -> dict[str, str]:
+    """Python's version and those of the :data:`SOFTWARE` packages installed here (summary.json's ``software``)."""
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for name in SOFTWARE:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
 
 
 def _first_existing(path: Path) -> Path:

@@ -30,7 +30,7 @@ from core.run.evaluation import evaluate, mean_std, number
 from core.training.logging import MetricLogger, Progress
 from core.training.loop import rounded_budget
 from core.run.plotting import plot_learning_curve
-from core.run.rundir import RunLock, check_contents, check_run_dir
+from core.run.rundir import RunLock, check_contents, check_run_dir, software_versions
 from core.training.trainer import Trainer
 from core.config.trust import check_env
 
@@ -310,6 +310,7 @@ def _train_and_report(cfg: TrainConfig, run_dir: Path, trainer: Trainer, resume:
         "eval_std_convention": "sample std (ddof=1)", "eval_episodes": cfg.eval_episodes,
         "health_events": dict(trainer.health_counts), "health_event_log": trainer.health_events,
         "device": str(trainer.device), "run_dir": str(run_dir),
+        "software": software_versions(),
     }
     write_json(run_dir / "summary.json", summary)
     return summary
