@@ -115,13 +115,17 @@ def report(rows: list[dict], command: str) -> list[str]:
                                      "checks that the README carries it line for line).", ""] + readme_table(rows)
 
 
+def _as_benchmark_rows(rows: list[dict]) -> list[dict]:
+    """This table's rows under the score name ``mujoco_report``'s across-envs statistics read."""
+    return [{**r, "final_return_mean": r["final_return"]} for r in rows]
+
+
 def across_envs(rows: list[dict]) -> list[str]:
     """The headline across envs: each column's IQM of min-max normalised returns with its bootstrap CI, and P(> ppo
     with the recipe), over the envs where every column has runs (``mujoco_report.aggregate_table``)."""
     from experiments.mujoco_report import aggregate_table
 
-    as_runs = [{**r, "final_return_mean": r["final_return"]} for r in rows]
-    md = aggregate_table(as_runs, list(SOURCES), list(LABELS), LABELS)
+    md = aggregate_table(_as_benchmark_rows(rows), list(SOURCES), list(LABELS), LABELS)
     return ["", "## Across envs"] + md if md else []
 
 
@@ -144,8 +148,7 @@ def readme_table(rows: list[dict]) -> list[str]:
         cells = [short(scores(rows, env, c)) for c in recipe_cols]
         cleanrl = " / ".join(f"{scores(rows, env, a).mean():.0f}" for a in ALGOS)  # a reference: means only
         md.append(f"| {env} | {' | '.join(cells)} | {cleanrl} | {CLEANRL_PPO_1M.get(env.split('-')[0], '-')} |")
-    as_runs = [{**r, "final_return_mean": r["final_return"]} for r in rows]
-    used, summary = normalised_summary(as_runs, list(SOURCES), list(LABELS))
+    used, summary = normalised_summary(_as_benchmark_rows(rows), list(SOURCES), list(LABELS))
     if used:
         def iqm_cell(label: str) -> str:
             m, lo, hi = summary[label][:3]
